@@ -1,0 +1,108 @@
+"""The sandbox backend interface: run a probe plan on untrusted files, hand back raw outputs."""
+
+from __future__ import annotations
+
+import enum
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from sandbox import probe_runner
+
+RUNNER_PATH = os.path.abspath(probe_runner.__file__)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one run may use. Defaults are SPEC §4's; an assignment may override any of them."""
+
+    cpus: float = 1.0
+    """CPU cores (a quota in Docker; in the local backend only the CPU-time limit applies)."""
+    memory_bytes: int = 1 << 30
+    """Memory; in Docker memory and memory+swap alike, so nothing spills to swap."""
+    max_processes: int = 64
+    """Processes and threads the run may have at once."""
+    tmpfs_bytes: int = 64 << 20
+    """The private writable /tmp."""
+    kept_output_bytes: int = 64 << 10
+    """Printed output (stdout and stderr each) kept for the report; the rest is dropped."""
+    flood_output_bytes: int = 8 << 20
+    """Printed output past which the run is ended as an output flood."""
+    result_bytes: int = 32 << 20
+    """Everything the runner hands back (events and tensors) together."""
+    call_seconds: float = 5.0
+    """Budget of one probe call (and of the import of the submission)."""
+    wall_seconds: float = 20.0
+    """Wall-clock deadline of the whole run, enforced on the process or container itself."""
+    open_files: int = 256
+    file_size_bytes: int = 64 << 20
+
+    @property
+    def cpu_seconds(self) -> int:
+        """CPU time of the whole run: a backstop behind the wall-clock deadline."""
+        return int(self.wall_seconds * max(self.cpus, 1.0)) + 5
+
+    def replace(self, overrides: Mapping[str, float | int]) -> Limits:
+        """These limits with some fields overridden (unknown names are an error)."""
+        unknown = set(overrides) - set(self.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown sandbox limits: {', '.join(sorted(unknown))}")
+        values = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        values.update(overrides)
+        return Limits(**values)  # type: ignore[arg-type]
+
+
+class Termination(enum.Enum):
+    """How the sandboxed run ended."""
+
+    EXITED = "exited"
+    """The process ended by itself (whatever its exit status)."""
+    TIME_LIMIT = "time-limit"
+    """The wall-clock deadline was reached and the run was killed."""
+    MEMORY_LIMIT = "memory-limit"
+    """The memory limit was reached (OOM kill, or an allocation refused at the limit)."""
+    OUTPUT_LIMIT = "output-limit"
+    """Printed output or the results channel grew past its limit."""
+    SANDBOX_ERROR = "sandbox-error"
+    """The sandbox itself failed (not the student's doing): the run should be retried."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run: the student's files, and the plan with its inputs, exactly as the runner reads them."""
+
+    files: Mapping[str, bytes]
+    """Submission files by plain file name (no directories)."""
+    plan_json: bytes
+    inputs_safetensors: bytes
+    label: str = "adhoc"
+    """Who this run is for (a submission id); used for container labels and logs."""
+
+
+@dataclass
+class RunResult:
+    """Everything a run produced, as raw bytes: the grader parses and validates it."""
+
+    termination: Termination
+    exit_code: int | None
+    wall_seconds: float
+    events: bytes
+    """The runner's ``events.jsonl``, possibly cut at the result limit."""
+    tensor_files: dict[str, bytes] = field(default_factory=dict)
+    """``tensors/NNNN.safetensors`` files by their relative name."""
+    stdout: str = ""
+    stderr: str = ""
+    output_truncated: bool = False
+    detail: str = ""
+    """A word from the backend for logs (never shown to students)."""
+
+
+class SandboxBackend(Protocol):
+    """Runs the probe runner on a job with limits; never raises for anything the student did."""
+
+    name: str
+
+    def run(self, job: Job, limits: Limits) -> RunResult: ...
+
+    def close(self) -> None: ...

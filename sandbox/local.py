@@ -1,0 +1,171 @@
+"""The local backend: a limited child process. For development and tests, NOT a security boundary.
+
+The child runs in its own session and process group with rlimits (CPU time, address space,
+processes, file size, open files), a private temporary directory, an empty environment and a
+wall-clock deadline that kills the whole group. That stops accidents (infinite loops, memory
+and output floods) but not an attacker: the child runs as the grading user, can read what that
+user can read and can reach the network. Production uses the Docker backend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+from sandbox.base import RUNNER_PATH, Job, Limits, RunResult, Termination
+from sandbox.outputs import collect_outputs, write_job
+
+
+class LocalBackend:
+    """Runs each job in a fresh limited child process of this interpreter."""
+
+    name = "local"
+
+    def __init__(self, *, python: str = sys.executable) -> None:
+        self._python = python
+
+    def run(self, job: Job, limits: Limits) -> RunResult:
+        root = Path(tempfile.mkdtemp(prefix="autograde-run-"))
+        try:
+            return self._run_in(root, job, limits)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    def close(self) -> None:
+        """Nothing is kept between runs."""
+
+    def _run_in(self, root: Path, job: Job, limits: Limits) -> RunResult:
+        job_dir, out_dir, tmp_dir = root / "job", root / "out", root / "tmp"
+        write_job(job_dir, job)
+        out_dir.mkdir()
+        tmp_dir.mkdir()
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_dir),
+            "TMPDIR": str(tmp_dir),
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "PYTHONHASHSEED": "0",
+        }
+        started = time.monotonic()
+        process = subprocess.Popen(
+            [self._python, "-I", RUNNER_PATH, str(job_dir), str(out_dir)],
+            cwd=tmp_dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_limit_child(limits),  # noqa: PLW1509 - rlimits must be set in the child
+        )
+        stdout = _CappedReader(process.stdout, limits)
+        stderr = _CappedReader(process.stderr, limits)
+        termination = Termination.EXITED
+        deadline = started + limits.wall_seconds
+        while process.poll() is None:
+            if time.monotonic() > deadline:
+                termination = Termination.TIME_LIMIT
+                break
+            if stdout.flooded or stderr.flooded:
+                termination = Termination.OUTPUT_LIMIT
+                break
+            time.sleep(0.005)
+        _kill_group(process)
+        stdout.join()
+        stderr.join()
+        wall = time.monotonic() - started
+        events, tensors, over_limit = collect_outputs(out_dir, limits.result_bytes)
+        if over_limit and termination is Termination.EXITED:
+            termination = Termination.OUTPUT_LIMIT
+        return RunResult(
+            termination=termination,
+            exit_code=process.returncode,
+            wall_seconds=wall,
+            events=events,
+            tensor_files=tensors,
+            stdout=stdout.text(),
+            stderr=stderr.text(),
+            output_truncated=stdout.truncated or stderr.truncated,
+            detail=f"pid {process.pid}",
+        )
+
+
+def _limit_child(limits: Limits) -> object:
+    def apply() -> None:
+        cpu = limits.cpu_seconds
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        # RLIMIT_NPROC counts every process of the user, not of this run: it is the
+        # fork-bomb brake of a development backend, not an exact per-run count.
+        nproc = limits.max_processes + _processes_of_this_user()
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        resource.setrlimit(
+            resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes)
+        )
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    return apply
+
+
+def _processes_of_this_user() -> int:
+    uid = os.getuid()
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += 1
+    return count
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+class _CappedReader:
+    """Drains a pipe in a thread, keeping the first bytes and counting the rest."""
+
+    def __init__(self, pipe: IO[bytes] | None, limits: Limits) -> None:
+        self._pipe = pipe
+        self._keep = limits.kept_output_bytes
+        self._flood = limits.flood_output_bytes
+        self._kept = bytearray()
+        self.total = 0
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        if self._pipe is None:
+            return
+        while chunk := self._pipe.read1(65536):
+            self.total += len(chunk)
+            room = self._keep - len(self._kept)
+            if room > 0:
+                self._kept += chunk[:room]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self._keep
+
+    @property
+    def flooded(self) -> bool:
+        return self.total > self._flood
+
+    def join(self) -> None:
+        self._thread.join(timeout=2)
+
+    def text(self) -> str:
+        return self._kept.decode("utf-8", errors="replace")
