@@ -39,3 +39,12 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+
+## The Docker sandbox: its image (built offline if need be, reused when up to date) and the
+## tests that need an engine (scripts/ensure-docker.sh starts one where there is none).
+.PHONY: sandbox-image test-docker
+sandbox-image:
+	bash sandbox/image/build.sh
+
+test-docker: $(STAMP) sandbox-image
+	$(BIN)/pytest -m docker tests/sandbox

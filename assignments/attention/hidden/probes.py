@@ -1,0 +1,68 @@
+"""Hidden: the probe plan of ``attention``: which calls the sandbox makes, on which inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from assignments.model import ProbeCall
+from assignments.probing import InputBank, shape_of, tensor
+
+B, H, T, S, D, DV = 2, 3, 5, 7, 8, 6
+# Larger than unit scores make softmax sharp enough that each known mistake moves the
+# outputs far beyond the comparison tolerance.
+SCALE = 1.5
+
+
+def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
+    bank = InputBank(seed)
+    calls: list[ProbeCall] = []
+
+    def qkv(name: str, lead: tuple[int, ...], t: int, s: int, dtype: torch.dtype) -> list[str]:
+        return [
+            bank.randn(f"{name}.q", *lead, t, D, dtype=dtype, scale=SCALE),
+            bank.randn(f"{name}.k", *lead, s, D, dtype=dtype, scale=SCALE),
+            bank.randn(f"{name}.v", *lead, s, DV, dtype=dtype),
+        ]
+
+    def add(name: str, group: str, lead: tuple[int, ...], mask: str, *, t: int = T, s: int = S,
+            dtype: torch.dtype = torch.float32, grad: bool = False, what: str = "") -> None:
+        q, k, v = qkv(name, lead, t, s, dtype)
+        spec: dict[str, Any] = {
+            "target": "attention",
+            "args": [tensor(q, grad=grad), tensor(k, grad=grad), tensor(v, grad=grad),
+                     tensor(mask)],
+        }
+        if grad:
+            spec["backward"] = {"output": 0, "grad": bank.randn(f"{name}.grad", *lead, t, DV,
+                                                                dtype=dtype)}
+        dtype_name = "float64" if dtype is torch.float64 else "float32"
+        describe = (f"q {shape_of(bank, q)}, k {shape_of(bank, k)}, v {shape_of(bank, v)} "
+                    f"({dtype_name}) with {what} `allowed` {shape_of(bank, mask)}")
+        calls.append(ProbeCall(name, spec, group, describe, meta={"mask": mask}))
+
+    add("plain", "plain", (B,), bank.add("plain.allowed", torch.ones(T, S, dtype=torch.bool)),
+        what="an all-True")
+    add("heads", "plain", (B, H),
+        bank.add("heads.allowed", torch.ones(T, S, dtype=torch.bool)), what="an all-True")
+    add("masked-2d", "masked", (B,), bank.mixed_mask("masked-2d.allowed", T, S), what="a mixed")
+    add("masked-batched", "masked", (B, H), bank.mixed_mask("masked-batched.allowed", B, 1, T, S),
+        what="a per-batch mixed")
+    add("causal-mask", "masked", (B,),
+        bank.add("causal-mask.allowed", torch.ones(T + 1, T + 1, dtype=torch.bool).tril()),
+        t=T + 1, s=T + 1, what="a lower-triangular (causal)")
+
+    bank.value(bank.mixed_mask("all-masked.allowed", T, S))[2] = False
+    add("all-masked", "all-masked", (B,), "all-masked.allowed",
+        what="a mixed (query row 2 has no allowed key)")
+    bank.value(bank.mixed_mask("all-masked-batched.allowed", B, 1, T, S))[1, 0, T - 1] = False
+    add("all-masked-batched", "all-masked", (B, H), "all-masked-batched.allowed",
+        what=f"a per-batch mixed (batch 1, query row {T - 1} has no allowed key)")
+
+    add("grad-plain", "float64", (B,),
+        bank.add("grad-plain.allowed", torch.ones(T, S, dtype=torch.bool)),
+        dtype=torch.float64, grad=True, what="an all-True")
+    add("grad-masked", "float64", (B,), bank.mixed_mask("grad-masked.allowed", T, S),
+        dtype=torch.float64, grad=True, what="a mixed")
+    return calls, bank.tensors

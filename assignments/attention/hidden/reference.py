@@ -1,0 +1,117 @@
+"""Hidden: the reference ``attention`` and its known-mistake variants, switched on by id.
+
+Each variant reproduces one mistake the way students make it, so that the grader can name the
+mistake by behaviour: a student whose outputs match a variant's on the same inputs made that
+mistake. Variants compose, which is how pairs of mistakes are recognised.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import torch
+
+from assignments.model import KnownMistake
+
+_SCALES = frozenset({"missing-scale", "wrong-scale-d", "wrong-scale-length"})
+_MASKINGS = frozenset({"mask-ignored", "mask-fill-zero", "mask-after-softmax"})
+
+
+def _excluding(group: frozenset[str], own: str) -> frozenset[str]:
+    return group - {own}
+
+
+MISTAKES: list[KnownMistake] = [
+    KnownMistake("softmax-wrong-axis", "softmax-wrong-axis",
+                 "softmax over the query axis (dim=-2) instead of the key axis"),
+    KnownMistake("missing-scale", "missing-scale", "scores not divided by sqrt(D)",
+                 excludes=_excluding(_SCALES, "missing-scale")),
+    KnownMistake("wrong-scale-d", "wrong-scale", "scores divided by D instead of sqrt(D)",
+                 excludes=_excluding(_SCALES, "wrong-scale-d")),
+    KnownMistake("wrong-scale-length", "wrong-scale",
+                 "scores divided by sqrt(number of keys) instead of sqrt(D)",
+                 excludes=_excluding(_SCALES, "wrong-scale-length")),
+    KnownMistake("mask-inverted", "mask-inverted", "True read as blocked",
+                 excludes=frozenset({"mask-ignored"})),
+    KnownMistake("mask-ignored", "mask-ignored", "the mask is never applied",
+                 excludes=(_MASKINGS | {"mask-inverted"}) - {"mask-ignored"}),
+    KnownMistake("mask-fill-zero", "mask-fill-zero", "blocked scores set to 0, not -inf",
+                 excludes=_excluding(_MASKINGS, "mask-fill-zero")),
+    KnownMistake("mask-after-softmax", "mask-after-softmax",
+                 "softmax over all keys, then weights multiplied by the mask",
+                 excludes=_excluding(_MASKINGS, "mask-after-softmax")),
+    KnownMistake("all-masked-row", "all-masked-row",
+                 "no ValueError for a query row without allowed keys (NaN instead)"),
+    KnownMistake("gradient-blocked", "gradient-blocked",
+                 "weights detached from the graph", searched=False),
+    KnownMistake("gradient-wrong", "gradient-wrong",
+                 "a custom autograd Function whose backward forgets the softmax Jacobian",
+                 searched=False, excludes=frozenset({"softmax-wrong-axis", "gradient-blocked"})),
+    KnownMistake("input-mutated", "input-mutated", "q scaled in place", searched=False,
+                 excludes=_SCALES),
+    KnownMistake("dtype-changed", "dtype-changed", "outputs cast to float32", searched=False),
+]
+
+
+class _SoftmaxWithoutJacobian(torch.autograd.Function):
+    """softmax forward; backward passes the upstream gradient through unchanged (wrong)."""
+
+    @staticmethod
+    def forward(ctx: Any, scores: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(scores, dim=-1)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    allowed: torch.Tensor,
+    *,
+    mistakes: frozenset[str] = frozenset(),
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention; ``allowed`` True = the query may attend to the key."""
+    d = q.shape[-1]
+    mask = ~allowed if "mask-inverted" in mistakes else allowed
+    scale = 1.0 / math.sqrt(d)
+    if "missing-scale" in mistakes:
+        scale = 1.0
+    elif "wrong-scale-d" in mistakes:
+        scale = 1.0 / d
+    elif "wrong-scale-length" in mistakes:
+        scale = 1.0 / math.sqrt(k.shape[-2])
+    if "input-mutated" in mistakes:
+        q = q.mul_(scale)
+        scale = 1.0
+    scores = (q @ k.transpose(-2, -1)) * scale
+    mask = torch.broadcast_to(mask, scores.shape)
+    if "all-masked-row" not in mistakes and not bool(mask.any(dim=-1).all()):
+        raise ValueError("a query row has no allowed key")
+    if "mask-fill-zero" in mistakes:
+        scores = scores.masked_fill(~mask, 0.0)
+    elif not mistakes & {"mask-ignored", "mask-after-softmax"}:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    if "softmax-wrong-axis" in mistakes:
+        weights = torch.softmax(scores, dim=-2)
+    elif "gradient-wrong" in mistakes:
+        weights = _SoftmaxWithoutJacobian.apply(scores)
+    else:
+        weights = torch.softmax(scores, dim=-1)
+    if "mask-after-softmax" in mistakes:
+        weights = weights * mask
+    if "gradient-blocked" in mistakes:
+        weights = weights.detach()
+    output = weights @ v
+    if "dtype-changed" in mistakes:
+        return output.float(), weights.float()
+    return output, weights
+
+
+def namespace(mistakes: frozenset[str]) -> dict[str, Any]:
+    """What a submission with exactly these mistakes would export."""
+    return {"attention": functools.partial(attention, mistakes=mistakes)}

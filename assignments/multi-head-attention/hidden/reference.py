@@ -1,0 +1,171 @@
+"""Hidden: the reference ``ManualMultiHeadAttention`` and its known-mistake variants, by id.
+
+Variants compose: ``namespace({"missing-out-proj", "causal-leak"})`` behaves like a student who
+made both mistakes, which is how pairs are recognised.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F  # noqa: N812
+
+from assignments.model import KnownMistake
+
+_SPLITS = frozenset({"reshape-without-transpose", "heads-not-split"})
+_SCALES = frozenset({"missing-scale", "wrong-scale-d-model"})
+_CAUSAL = frozenset({"causal-leak", "causal-off-by-one"})
+_MASKS = frozenset({"mask-inverted", "mask-ignored"})
+
+
+def _others(group: frozenset[str], own: str) -> frozenset[str]:
+    return group - {own}
+
+
+MISTAKES: list[KnownMistake] = [
+    KnownMistake("softmax-wrong-axis", "softmax-wrong-axis", "softmax over the query axis"),
+    KnownMistake("missing-scale", "missing-scale", "scores not divided by sqrt(head_dim)",
+                 excludes=_others(_SCALES, "missing-scale") | {"heads-not-split"}),
+    KnownMistake("wrong-scale-d-model", "wrong-scale", "scores divided by sqrt(d_model)",
+                 excludes=_others(_SCALES, "wrong-scale-d-model") | {"heads-not-split"}),
+    KnownMistake("mask-inverted", "mask-inverted", "attention_mask read with True = blocked",
+                 excludes=_others(_MASKS, "mask-inverted")),
+    KnownMistake("mask-ignored", "mask-ignored", "attention_mask never applied",
+                 excludes=_others(_MASKS, "mask-ignored")),
+    KnownMistake("all-masked-row", "all-masked-row",
+                 "no ValueError for a query without allowed keys (NaN instead)"),
+    KnownMistake("reshape-without-transpose", "reshape-without-transpose",
+                 "(B, T, D) reshaped straight to (B, H, T, Dh)",
+                 excludes=_others(_SPLITS, "reshape-without-transpose")),
+    KnownMistake("merge-without-transpose", "merge-without-transpose",
+                 "(B, H, T, Dh) reshaped straight to (B, T, D)",
+                 excludes=frozenset({"heads-not-split"})),
+    KnownMistake("heads-not-split", "heads-not-split",
+                 "one attention over the full width, scaled by sqrt(d_model)",
+                 excludes=_others(_SPLITS, "heads-not-split") | _SCALES
+                 | {"merge-without-transpose"}),
+    KnownMistake("causal-leak", "causal-leak", "causal=True ignored",
+                 excludes=_others(_CAUSAL, "causal-leak")),
+    KnownMistake("causal-off-by-one", "causal-off-by-one",
+                 "strict triangle: a query cannot see its own position",
+                 excludes=_others(_CAUSAL, "causal-off-by-one")),
+    KnownMistake("padding-ignored", "padding-ignored", "key_padding_mask never applied"),
+    KnownMistake("missing-out-proj", "missing-out-proj", "out_proj not applied"),
+    KnownMistake("projection-mixup", "projection-mixup", "k_proj used for the values"),
+    KnownMistake("key-value-ignored", "key-value-ignored",
+                 "keys and values projected from query in cross-attention"),
+    KnownMistake("dropout-in-eval", "dropout-in-eval", "dropout applied in eval mode too"),
+    KnownMistake("missing-validation", "missing-validation",
+                 "no ValueError when d_model % num_heads != 0"),
+    KnownMistake("gradient-blocked", "gradient-blocked", "keys detached from the graph",
+                 searched=False, excludes=frozenset({"projection-mixup"})),
+    KnownMistake("input-mutated", "input-mutated",
+                 "key_padding_mask inverted in place", searched=False,
+                 excludes=frozenset({"padding-ignored"})),
+    KnownMistake("dtype-changed", "dtype-changed", "output cast to float32", searched=False),
+]
+
+
+class ManualMultiHeadAttention(nn.Module):
+    """Multi-head attention built from four projections; every mask is True = may attend."""
+
+    def __init__(self, d_model: int, num_heads: int, *, dropout: float = 0.0, bias: bool = True,
+                 mistakes: frozenset[str] = frozenset()) -> None:
+        super().__init__()
+        if d_model % num_heads != 0 and "missing-validation" not in mistakes:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.mistakes = mistakes
+        self.d_model = d_model
+        self.num_heads = 1 if "heads-not-split" in mistakes else num_heads
+        self.head_dim = d_model // self.num_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, query: torch.Tensor, key_value: torch.Tensor | None = None, *,
+                attention_mask: torch.Tensor | None = None,
+                key_padding_mask: torch.Tensor | None = None,
+                causal: bool = False) -> torch.Tensor:
+        m = self.mistakes
+        source = query if key_value is None or "key-value-ignored" in m else key_value
+        batch, t_q, _ = query.shape
+        t_k = source.shape[1]
+        q = self._split(self.q_proj(query))
+        k = self._split(self.k_proj(source))
+        v = self._split((self.k_proj if "projection-mixup" in m else self.v_proj)(source))
+        if "gradient-blocked" in m:
+            k = k.detach()
+
+        allowed = self._allowed(batch, t_q, t_k, query.device, attention_mask,
+                                key_padding_mask, causal)
+        scale = 1.0 / math.sqrt(self.head_dim)
+        if "missing-scale" in m:
+            scale = 1.0
+        elif "wrong-scale-d-model" in m:
+            scale = 1.0 / math.sqrt(self.d_model)
+        scores = (q @ k.transpose(-2, -1)) * scale
+        if allowed is not None:
+            allowed = torch.broadcast_to(allowed, scores.shape)
+            if "all-masked-row" not in m and not bool(allowed.any(dim=-1).all()):
+                raise ValueError("a query has no key it may attend to")
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        weights = torch.softmax(scores, dim=-2 if "softmax-wrong-axis" in m else -1)
+        training = self.training or "dropout-in-eval" in m
+        weights = F.dropout(weights, p=self.dropout, training=training)
+        heads = weights @ v
+        if "merge-without-transpose" in m:
+            merged = heads.reshape(batch, t_q, self.d_model)
+        else:
+            merged = heads.transpose(1, 2).reshape(batch, t_q, self.d_model)
+        output = merged if "missing-out-proj" in m else self.out_proj(merged)
+        return output.float() if "dtype-changed" in m else output
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        batch, t, _ = x.shape
+        if "reshape-without-transpose" in self.mistakes:
+            return x.reshape(batch, self.num_heads, t, self.head_dim)
+        return x.reshape(batch, t, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def _allowed(self, batch: int, t_q: int, t_k: int, device: torch.device,
+                 attention_mask: torch.Tensor | None, key_padding_mask: torch.Tensor | None,
+                 causal: bool) -> torch.Tensor | None:
+        """All applicable masks AND-ed, as (B|1, H|1, Tq, Tk); None when nothing is masked."""
+        m = self.mistakes
+        allowed: torch.Tensor | None = None
+
+        def combine(mask: torch.Tensor) -> None:
+            nonlocal allowed
+            allowed = mask if allowed is None else allowed & mask
+
+        if attention_mask is not None and "mask-ignored" not in m:
+            mask = ~attention_mask if "mask-inverted" in m else attention_mask
+            if mask.dim() == 2:
+                mask = mask[None, None]
+            elif mask.dim() == 3:
+                mask = mask[:, None]
+            combine(mask)
+        if key_padding_mask is not None and "padding-ignored" not in m:
+            if "input-mutated" in m:
+                blocked = key_padding_mask.logical_not_()
+                combine(~blocked[:, None, None, :])
+            else:
+                combine(key_padding_mask[:, None, None, :])
+        if causal and "causal-leak" not in m:
+            diagonal = -1 if "causal-off-by-one" in m else 0
+            combine(torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril(diagonal)[None, None])
+        return allowed
+
+
+def namespace(mistakes: frozenset[str]) -> dict[str, Any]:
+    """What a submission with exactly these mistakes would export."""
+
+    class WithMistakes(ManualMultiHeadAttention):
+        def __init__(self, d_model: int, num_heads: int, **kwargs: Any) -> None:
+            super().__init__(d_model, num_heads, mistakes=mistakes, **kwargs)
+
+    return {"ManualMultiHeadAttention": WithMistakes}

@@ -1,0 +1,1 @@
+"""The grading pipeline, comparison, diagnosis and feedback: the verdict, computed outside the sandbox."""

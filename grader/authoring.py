@@ -1,0 +1,101 @@
+"""Proving an assignment sound for its author: the mistake-coverage table.
+
+The reference must get full marks; every known mistake, and every pair of mistakes that can
+co-occur, must lose points and be diagnosed with exactly its own codes. Variants run in this
+process (they are our own code), through the same judging as a sandboxed submission.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from assignments import Assignment, KnownMistake
+from grader.outcomes import run_in_process
+from grader.pipeline import judge_outcomes, use_one_thread
+
+
+@dataclass(frozen=True)
+class CoverageRow:
+    mistakes: tuple[str, ...]
+    expected: frozenset[str]
+    diagnosed: frozenset[str]
+    score: float
+    max_score: float
+
+    @property
+    def ok(self) -> bool:
+        if not self.mistakes:
+            return self.score == self.max_score and not self.diagnosed
+        return self.score < self.max_score and self.diagnosed == self.expected
+
+
+@dataclass(frozen=True)
+class CoverageReport:
+    slug: str
+    seed: int
+    rows: tuple[CoverageRow, ...]
+
+    @property
+    def sound(self) -> bool:
+        return all(row.ok for row in self.rows)
+
+    def render(self) -> str:
+        singles = [row for row in self.rows if len(row.mistakes) <= 1]
+        pairs = [row for row in self.rows if len(row.mistakes) == 2]
+        lines = [f"Mistake coverage for {self.slug} (seed {self.seed})", ""]
+        lines.append(f"  {'variant':<30} {'expected codes':<28} {'score':>9}  result")
+        for row in singles:
+            name = row.mistakes[0] if row.mistakes else "(reference)"
+            expected = ", ".join(sorted(row.expected)) or "-"
+            lines.append(f"  {name:<30} {expected:<28} {row.score:>4g}/{row.max_score:g}  "
+                         f"{'ok' if row.ok else 'WRONG: ' + _codes(row.diagnosed)}")
+        bad_pairs = [row for row in pairs if not row.ok]
+        lines.append("")
+        lines.append(f"  pairs that can co-occur: {len(pairs) - len(bad_pairs)}/{len(pairs)} "
+                     "diagnosed with exactly both codes")
+        for row in bad_pairs:
+            lines.append(f"    WRONG {' + '.join(row.mistakes)}: expected "
+                         f"{_codes(row.expected)}, got {_codes(row.diagnosed)} "
+                         f"({row.score:g}/{row.max_score:g})")
+        lines.append("")
+        lines.append("sound" if self.sound else "NOT sound: see the rows marked WRONG")
+        return "\n".join(lines)
+
+
+def _codes(codes: frozenset[str]) -> str:
+    return ", ".join(sorted(codes)) or "none"
+
+
+def coverage_report(assignment: Assignment, *, seed: int = 0, pairs: bool = True) -> CoverageReport:
+    use_one_thread()
+    plan = assignment.build_plan(seed)
+    rows = [_row(assignment, plan, ())]
+    rows += [_row(assignment, plan, (mistake,)) for mistake in assignment.mistakes]
+    if pairs:
+        rows += [_row(assignment, plan, pair) for pair in co_occurring_pairs(assignment.mistakes)]
+    return CoverageReport(assignment.slug, seed, tuple(rows))
+
+
+def co_occurring_pairs(
+    mistakes: tuple[KnownMistake, ...],
+) -> list[tuple[KnownMistake, KnownMistake]]:
+    return [
+        (a, b) for a, b in itertools.combinations(mistakes, 2)
+        if a.code != b.code and b.id not in a.excludes and a.id not in b.excludes
+    ]
+
+
+def _row(assignment: Assignment, plan: object, mistakes: tuple[KnownMistake, ...]) -> CoverageRow:
+    from assignments import ProbePlan
+
+    assert isinstance(plan, ProbePlan)
+    student = run_in_process(assignment.reference(frozenset(m.id for m in mistakes)), plan)
+    scored, diagnoses = judge_outcomes(assignment, plan, student)
+    return CoverageRow(
+        mistakes=tuple(m.id for m in mistakes),
+        expected=frozenset(m.code for m in mistakes),
+        diagnosed=frozenset(d.code for d in diagnoses),
+        score=sum(score for _, _, score in scored),
+        max_score=assignment.max_score,
+    )

@@ -1,0 +1,303 @@
+"""Check kinds: how a declared check judges the student's outcomes. Pure functions.
+
+Each kind judges one probe call at a time and returns None when the call passes, or a sentence
+saying what was observed. A check passes when every one of its calls passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from assignments import CheckSpec, ProbeCall, ProbePlan
+from grader.compare import (
+    forwards_match,
+    grads_equivalent,
+    is_zero,
+    max_difference,
+    mutated_inputs,
+    tensors_close,
+    tolerance,
+)
+from grader.outcomes import CallOutcome, Forward
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """What a check may look at: the plan, and both sides' outcomes by call id."""
+
+    plan: ProbePlan
+    student: Mapping[str, CallOutcome]
+    reference: Mapping[str, CallOutcome]
+
+
+@dataclass(frozen=True)
+class CheckVerdict:
+    passed: bool
+    failing_calls: tuple[str, ...] = ()
+    observation: str = ""
+    """What was observed on the first failing call, on which input."""
+
+
+CallJudge = Callable[[ProbeCall, CallOutcome, CallOutcome, CheckContext], "str | None"]
+
+
+def judge(check: CheckSpec, context: CheckContext, kinds: Mapping[str, CallJudge]) -> CheckVerdict:
+    """Run a check over its calls."""
+    judge_call = kinds[check.kind]
+    failing: list[str] = []
+    first = ""
+    for call_id in check.calls:
+        call = context.plan.call(call_id)
+        student, reference = context.student[call_id], context.reference[call_id]
+        observation = _unusable(student, reference) or judge_call(call, student, reference, context)
+        if observation is not None:
+            failing.append(call_id)
+            first = first or f"On {call.describe}: {observation}"
+    return CheckVerdict(not failing, tuple(failing), first)
+
+
+def check_kinds() -> dict[str, CallJudge]:
+    """The registry of check kinds that ``assignment.toml`` files may name."""
+    return {
+        "matches-reference": _matches_reference,
+        "raises-value-error": _raises_value_error,
+        "weights-sum-to-one": _weights_sum_to_one,
+        "blocked-keys-zero": _blocked_keys_zero,
+        "dtype-preserved": _dtype_preserved,
+        "gradients-flow": _gradients_flow,
+        "gradients-match": _gradients_match,
+        "inputs-unchanged": _inputs_unchanged,
+        "causal-no-leak": _causal_no_leak,
+        "deterministic-in-eval": _deterministic_in_eval,
+    }
+
+
+def _unusable(student: CallOutcome, reference: CallOutcome) -> str | None:
+    """Why a call cannot be judged at all, or None."""
+    if student.status == "lost":
+        return "the run ended before this call reported back."
+    if student.status == "timeout":
+        return "the call did not finish within its time budget."
+    if student.status == "missing":
+        return f"the submission does not define `{student.detail}`."
+    if student.status in {"interface", "invalid"}:
+        return f"{student.detail}."
+    for got, want in zip(student.forwards, reference.forwards, strict=False):
+        if got.raised is not None and not (got.raised.value_error and want.raised is not None):
+            if want.raised is not None and want.raised.value_error:
+                continue  # the raises-value-error kind words this case itself
+            return f"it raised {got.raised.type}: {_short(got.raised.message)}"
+        if got.status == "timeout":
+            return "the call did not finish within its time budget."
+    if len(student.forwards) < len(reference.forwards):
+        return "the call stopped before all of its steps ran."
+    return None
+
+
+def structure_problem(got: Forward, want: Forward) -> str | None:
+    """How the returned value's form differs from the reference's, or None."""
+    if want.status != "ok" or got.status != "ok":
+        return None
+    if got.structure != want.structure:
+        wanted = {"tensor": "a tensor", "tuple[2]": "a tuple (output, weights)"}.get(
+            want.structure, want.structure)
+        return f"it returned {_describe_structure(got.structure)}, expected {wanted}."
+    for index, (g, w) in enumerate(zip(got.outputs, want.outputs, strict=True)):
+        if g is None or w is None:
+            continue
+        if g.shape != w.shape:
+            return (f"returned item {index} has shape {tuple(g.shape)}, "
+                    f"expected {tuple(w.shape)}.")
+    return None
+
+
+def _describe_structure(structure: str) -> str:
+    if structure == "tensor":
+        return "a single tensor"
+    if structure.startswith(("tuple", "list")):
+        return f"a {structure.replace('[', ' of ').replace(']', ' items')}"
+    return f"a value of type {structure}"
+
+
+def _matches_reference(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
+                       context: CheckContext) -> str | None:
+    for got, want in zip(student.forwards, reference.forwards, strict=True):
+        if want.raised is not None:
+            continue  # judged by raises-value-error
+        if got.raised is not None:
+            return f"it raised {got.raised.type}: {_short(got.raised.message)}"
+        problem = structure_problem(got, want)
+        if problem:
+            return problem
+        match = forwards_match(got, want)
+        if not match.same:
+            return _value_difference(got, want)
+    return None
+
+
+def _value_difference(got: Forward, want: Forward) -> str:
+    names = ["the output", "the weights"]
+    for index, (g, w) in enumerate(zip(got.outputs, want.outputs, strict=True)):
+        if g is None or w is None or tensors_close(g, w):
+            continue
+        name = names[index] if index < len(names) and len(got.outputs) > 1 else "the output"
+        if torch.isnan(g.double()).any():
+            return f"{name} contains NaN."
+        return f"{name} differs from the expected values by up to {max_difference(g, w):.3g}."
+    return "the outputs differ from the expected values."
+
+
+def _raises_value_error(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
+                        context: CheckContext) -> str | None:
+    for got in student.forwards:
+        if got.raised is not None and got.raised.value_error:
+            return None
+        if got.raised is not None:
+            return f"it raised {got.raised.type} instead of ValueError."
+    if student.forwards and student.forwards[0].status == "ok":
+        outputs = student.forwards[0].outputs
+        if any(o is not None and torch.isnan(o.double()).any() for o in outputs):
+            return "it returned NaN values instead of raising ValueError."
+    return "it returned normally instead of raising ValueError."
+
+
+def _weights(forward: Forward) -> torch.Tensor | None:
+    return forward.outputs[1] if len(forward.outputs) > 1 else None
+
+
+def _weights_sum_to_one(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
+                        context: CheckContext) -> str | None:
+    weights = _weights(student.forwards[0])
+    if weights is None or weights.dtype == torch.bool:
+        return "no weights tensor was returned."
+    sums = weights.double().sum(dim=-1)
+    atol, _ = tolerance(weights.dtype, weights.dtype)
+    if torch.isnan(sums).any():
+        return "some weights are NaN."
+    if bool(((sums - 1).abs() <= max(atol, 1e-4)).all()):
+        return None
+    return (f"the weights of each query sum to between {float(sums.min()):.3g} and "
+            f"{float(sums.max()):.3g} over the keys, not 1.")
+
+
+def _blocked_keys_zero(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
+                       context: CheckContext) -> str | None:
+    weights = _weights(student.forwards[0])
+    if weights is None or weights.dtype == torch.bool:
+        return "no weights tensor was returned."
+    allowed = torch.broadcast_to(context.plan.inputs[call.meta["mask"]], weights.shape)
+    leaked = weights.double()[~allowed]
+    if leaked.numel() == 0 or bool((leaked == 0).all()):
+        return None
+    return (f"{int((leaked != 0).sum())} blocked (query, key) pairs got non-zero weight, "
+            f"up to {float(leaked.abs().max()):.3g}.")
+
+
+def _dtype_preserved(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
+                     context: CheckContext) -> str | None:
+    for got, want in zip(student.forwards, reference.forwards, strict=True):
+        for g, w in zip(got.outputs, want.outputs, strict=False):
+            if g is not None and w is not None and g.dtype != w.dtype:
+                return (f"the inputs were {_dtype(w.dtype)} but it returned "
+                        f"{_dtype(g.dtype)}.")
+    return None
+
+
+def _dtype(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _gradients_flow(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
+                    context: CheckContext) -> str | None:
+    for got, want in zip(student.forwards, reference.forwards, strict=True):
+        if got.backward == "no-graph":
+            return "the output is not connected to the inputs: no gradient reaches any of them."
+        missing = [position for position, grad in want.grads.items()
+                   if not is_zero(grad) and is_zero(got.grads.get(position))]
+        if missing:
+            return f"no gradient reaches {_positions(call, missing)}."
+    return None
+
+
+def _gradients_match(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
+                     context: CheckContext) -> str | None:
+    for got, want in zip(student.forwards, reference.forwards, strict=True):
+        differing = [position for position in sorted(set(want.grads) | set(got.grads))
+                     if not grads_equivalent(got.grads.get(position), want.grads.get(position))]
+        if differing:
+            return f"the gradients of {_positions(call, differing)} differ from the reference's."
+    return None
+
+
+def _inputs_unchanged(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
+                      context: CheckContext) -> str | None:
+    for index, got in enumerate(student.forwards):
+        changed = mutated_inputs(got, context.plan.inputs, input_positions(call, index))
+        if changed:
+            return f"{_positions(call, changed)} changed during the call."
+    return None
+
+
+def _causal_no_leak(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
+                    context: CheckContext) -> str | None:
+    original_id = call.meta.get("perturbs")
+    if original_id is None:
+        return None
+    original = context.student[original_id]
+    prefix = int(call.meta["prefix"])
+    if not original.usable or not student.usable:
+        return "the causal calls did not both run."
+    before, after = original.forwards[0].outputs[0], student.forwards[0].outputs[0]
+    if before is None or after is None or before.shape != after.shape:
+        return "the causal calls did not both return an output."
+    if tensors_close(after[:, :prefix], before[:, :prefix]):
+        return None
+    moved = max_difference(after[:, :prefix], before[:, :prefix])
+    return (f"changing positions {prefix} and later moved the outputs at positions "
+            f"0..{prefix - 1} by up to {moved:.3g}: earlier positions see later ones.")
+
+
+def _deterministic_in_eval(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
+                           context: CheckContext) -> str | None:
+    outputs = [forward.outputs[0] for forward in student.forwards if forward.outputs]
+    if len(outputs) < 2 or any(output is None for output in outputs):
+        return "the eval-mode forwards did not return outputs."
+    if not all(tensors_close(o, outputs[0]) for o in outputs[1:]):
+        return "two eval-mode forwards on the same input gave different outputs."
+    expected = reference.forwards[0].outputs[0]
+    if not tensors_close(outputs[0], expected):
+        return "eval-mode outputs differ from the expected values (dropout still applied?)."
+    return None
+
+
+def input_positions(call: ProbeCall, forward_index: int) -> dict[str, str]:
+    """Argument position -> input tensor key, for one forward of a call."""
+    spec: Mapping[str, Any] = call.spec
+    if "forward" in spec:
+        if forward_index >= len(spec["forward"]):
+            return {}
+        spec = spec["forward"][forward_index]
+    positions = {}
+    for index, value in enumerate(spec.get("args", [])):
+        if isinstance(value, dict) and "tensor" in value:
+            positions[f"arg{index}"] = value["tensor"]
+    for name, value in spec.get("kwargs", {}).items():
+        if isinstance(value, dict) and "tensor" in value:
+            positions[f"kw.{name}"] = value["tensor"]
+    return positions
+
+
+def _positions(call: ProbeCall, positions: list[str]) -> str:
+    names = call.meta.get("argument_names", {})
+    readable = [f"`{names.get(p, p.removeprefix('kw.').removeprefix('param.'))}`"
+                for p in positions]
+    return ", ".join(readable)
+
+
+def _short(message: str) -> str:
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    return first[:160]

@@ -1,0 +1,136 @@
+"""Comparing outcomes: tensors within a dtype-aware tolerance, forwards, whole calls. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from grader.outcomes import CallOutcome, Forward
+
+# (absolute, relative) tolerance by the coarser of the two dtypes compared. Students compute
+# the same function in many orders (einsum, loops, manual softmax); these absorb rounding but
+# not any known mistake, which moves outputs by orders of magnitude more on the probe inputs.
+_TOLERANCES = {
+    torch.float64: (1e-7, 1e-6),
+    torch.float32: (2e-4, 2e-4),
+}
+_COARSE = (5e-2, 5e-2)
+
+
+def tolerance(a: torch.dtype, b: torch.dtype) -> tuple[float, float]:
+    if torch.float64 == a == b:
+        return _TOLERANCES[torch.float64]
+    if {a, b} <= {torch.float32, torch.float64}:
+        return _TOLERANCES[torch.float32]
+    return _COARSE
+
+
+def max_difference(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Largest absolute difference, ignoring dtype; infinity when shapes differ or NaN appears."""
+    if a.shape != b.shape:
+        return float("inf")
+    difference = (a.double() - b.double()).abs()
+    if difference.numel() == 0:
+        return 0.0
+    if torch.isnan(difference).any():
+        return float("inf")
+    return float(difference.max())
+
+
+def tensors_close(actual: torch.Tensor | None, expected: torch.Tensor | None,
+                  *, nan_is_wildcard: bool = False, precision: torch.dtype | None = None) -> bool:
+    """Whether ``actual`` equals ``expected`` within tolerance, whatever their float dtypes.
+
+    With ``nan_is_wildcard``, positions where ``expected`` is NaN match anything: a variant
+    that produces NaN there stands for every student who put garbage in that row.
+    ``precision`` overrides the dtype whose tolerance applies (values computed in float32 and
+    handed back as float64 carry float32's rounding).
+    """
+    if actual is None or expected is None:
+        return actual is None and expected is None
+    if actual.shape != expected.shape:
+        return False
+    if actual.dtype == torch.bool or expected.dtype == torch.bool:
+        return actual.dtype == expected.dtype and bool(torch.equal(actual, expected))
+    atol, rtol = tolerance(precision or actual.dtype, precision or expected.dtype)
+    a, e = actual.double(), expected.double()
+    if nan_is_wildcard:
+        care = ~torch.isnan(e)
+        a, e = a[care], e[care]
+    return bool(torch.allclose(a, e, atol=atol, rtol=rtol, equal_nan=False))
+
+
+def grads_equivalent(actual: torch.Tensor | None, expected: torch.Tensor | None,
+                     *, precision: torch.dtype | None = None) -> bool:
+    """Gradients match ``expected`` (NaN there matches anything); missing equals all-zero."""
+    if actual is None and expected is None:
+        return True
+    reference = expected if expected is not None else actual
+    assert reference is not None
+    zeros = torch.zeros_like(reference)
+    return tensors_close(
+        actual if actual is not None else zeros, expected if expected is not None else zeros,
+        nan_is_wildcard=True, precision=precision,
+    )
+
+
+def is_zero(tensor: torch.Tensor | None) -> bool:
+    return tensor is None or not bool(tensor.abs().gt(0).any())
+
+
+@dataclass(frozen=True)
+class ForwardMatch:
+    """How one forward of the code under test relates to one of another implementation."""
+
+    same: bool
+    reason: str = ""
+
+
+def forwards_match(actual: Forward, expected: Forward, *, nan_is_wildcard: bool = False,
+                   exact_outputs: bool = True) -> ForwardMatch:
+    """Whether two forwards behaved alike: both raised ValueError, or returned the same values."""
+    if actual.raised is not None or expected.raised is not None:
+        # Raising ValueError is the contract's answer; any other exception matches only the
+        # same exception (a known mistake can crash, e.g. a per-head mask without heads).
+        same = (actual.raised is not None and expected.raised is not None and (
+            actual.raised.value_error == expected.raised.value_error
+            and (actual.raised.value_error or actual.raised.type == expected.raised.type)))
+        return ForwardMatch(same, "raised")
+    if actual.status != "ok" or expected.status != "ok":
+        return ForwardMatch(False, "failed")
+    if len(actual.outputs) != len(expected.outputs):
+        return ForwardMatch(False, "structure")
+    if not exact_outputs:
+        return ForwardMatch(True)
+    for got, want in zip(actual.outputs, expected.outputs, strict=True):
+        if not tensors_close(got, want, nan_is_wildcard=nan_is_wildcard):
+            return ForwardMatch(False, "values")
+    return ForwardMatch(True)
+
+
+def calls_match(actual: CallOutcome, expected: CallOutcome, *, nan_is_wildcard: bool = False) -> bool:
+    """Same behaviour on every forward of a call."""
+    if len(actual.forwards) != len(expected.forwards):
+        return False
+    return all(
+        forwards_match(a, e, nan_is_wildcard=nan_is_wildcard).same
+        for a, e in zip(actual.forwards, expected.forwards, strict=True)
+    )
+
+
+def mutated_inputs(forward: Forward, inputs: Mapping[str, torch.Tensor],
+                   positions: Mapping[str, str]) -> list[str]:
+    """Positions whose tensor after the call differs from what was handed in."""
+    changed = []
+    for position, after in forward.after.items():
+        key = positions.get(position)
+        if key is None:
+            continue
+        original = inputs[key]
+        if after.shape != original.shape or after.dtype != original.dtype or not bool(
+            torch.equal(after, original)
+        ):
+            changed.append(position)
+    return changed

@@ -1,0 +1,381 @@
+"""Naming mistakes by behaviour: which known mistakes reproduce the student's outputs. Pure.
+
+Forward values are explained by a search: the smallest set of known mistakes (none, one, or a
+pair that can co-occur) whose variant, run on the same inputs, reproduces every usable call.
+When no such set exists (three mistakes, or one we do not know), each scenario group of calls
+is explained on its own, and what stays unexplained is ``wrong-output``. Facets that do not
+change forward values are read directly: gradients (compared with the variant that explains
+the forward, so a blocked gradient is told apart from a wrong forward), dtypes, mutated inputs,
+forbidden APIs, and failures (time, memory, crashes, interface).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from assignments import KnownMistake, ProbeCall, ProbePlan
+from grader.checks import input_positions, structure_problem
+from grader.compare import (
+    calls_match,
+    forwards_match,
+    grads_equivalent,
+    is_zero,
+    mutated_inputs,
+)
+from grader.outcomes import CallOutcome, Forward
+
+Hypothesis = frozenset[str]
+VariantRunner = Callable[[Hypothesis, str, bool], CallOutcome]
+"""Runs one call of the plan on the reference with the given mistakes switched on; the flag
+says whether gradients are wanted (the search compares forward values only)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A feedback code with the calls that are its evidence."""
+
+    code: str
+    calls: tuple[str, ...]
+    detail: str = ""
+    """A specific observation (an exception, the mutated argument...) for the message."""
+    mistake: str = ""
+    """The known-mistake variant that reproduced it, when one did."""
+
+
+@dataclass(frozen=True)
+class DiagnosisInput:
+    plan: ProbePlan
+    student: Mapping[str, CallOutcome]
+    reference: Mapping[str, CallOutcome]
+    mistakes: Sequence[KnownMistake]
+    variant: VariantRunner
+    lost_code: str = "runtime-error"
+    """The code for calls that never reported back (how the run ended)."""
+    forbidden_static: tuple[str, ...] = ()
+
+
+def diagnose(data: DiagnosisInput) -> list[Finding]:
+    """All findings for one submission, in a stable order."""
+    findings: list[Finding] = []
+    usable = _failure_findings(data, findings)
+    explanation = _explain_values(data, usable)
+    findings.extend(_value_findings(data, explanation))
+    findings.extend(_gradient_findings(data, explanation))
+    findings.extend(_dtype_findings(data, usable))
+    findings.extend(_mutation_findings(data))
+    findings.extend(_forbidden_findings(data))
+    return _merge(findings)
+
+
+def _failure_findings(data: DiagnosisInput, findings: list[Finding]) -> list[str]:
+    """Findings for calls that cannot be judged by value; returns the calls that can."""
+    usable = []
+    for call in data.plan.calls:
+        student, reference = data.student[call.id], data.reference[call.id]
+        code, detail = _failure(student, reference)
+        if code == "lost":
+            code = data.lost_code
+        if code:
+            findings.append(Finding(code, (call.id,), detail))
+        else:
+            usable.append(call.id)
+    return usable
+
+
+def _failure(student: CallOutcome, reference: CallOutcome) -> tuple[str, str]:
+    if student.status == "lost":
+        return "lost", ""
+    if student.status == "timeout":
+        return "time-limit", ""
+    if student.status in {"missing", "interface", "invalid"}:
+        return "interface-error", student.detail
+    for got, want in zip(student.forwards, reference.forwards, strict=False):
+        if got.status == "timeout":
+            return "time-limit", ""
+        if got.raised is not None and got.raised.memory_error:
+            return "memory-limit", ""
+        problem = structure_problem(got, want)
+        if problem:
+            return "interface-error", problem
+    return "", ""
+
+
+@dataclass(frozen=True)
+class _Explanation:
+    """Which hypothesis explains which calls; calls no hypothesis explains."""
+
+    by_call: Mapping[str, Hypothesis]
+    unexplained: tuple[str, ...]
+
+
+def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
+    searched = [m for m in data.mistakes if m.searched]
+    cache: dict[tuple[Hypothesis, str], CallOutcome] = {}
+
+    def outcome(hypothesis: Hypothesis, call_id: str) -> CallOutcome:
+        if not hypothesis:
+            return data.reference[call_id]
+        key = (hypothesis, call_id)
+        if key not in cache:
+            cache[key] = data.variant(hypothesis, call_id, False)
+        return cache[key]
+
+    affected: dict[tuple[str, str], bool] = {}
+
+    def affects(mistake_id: str, call_id: str) -> bool:
+        key = (mistake_id, call_id)
+        if key not in affected:
+            affected[key] = not calls_match(outcome(frozenset({mistake_id}), call_id),
+                                            data.reference[call_id])
+        return affected[key]
+
+    def explains(hypothesis: Hypothesis, call_ids: list[str]) -> bool:
+        if len(hypothesis) > 1 and not plausible(hypothesis, call_ids):
+            return False
+        return all(_reproduces(data, outcome, hypothesis, call_id) for call_id in call_ids)
+
+    def plausible(pair: Hypothesis, call_ids: list[str]) -> bool:
+        """Cheap test from single-mistake outcomes alone, before the pair itself is run.
+
+        Where the student departs from the reference, a pair can only reproduce it if a member
+        moves that call; where exactly one member moves it, that member alone must already
+        reproduce it, unless it raised or produced NaN there (the other member may change
+        that: a mask read backwards empties a row that a missing check then lets through).
+        """
+        for call_id in call_ids:
+            if _matches_reference(call_id):
+                continue
+            if _raised_or_nan(data.reference[call_id]):
+                continue  # a raise hides what the members do alone
+            movers = [m for m in pair if affects(m, call_id)]
+            if not movers:
+                return False
+            if len(movers) == 1:
+                single = frozenset(movers)
+                if not _raised_or_nan(outcome(single, call_id)) and not _reproduces(
+                        data, outcome, single, call_id):
+                    return False
+        return True
+
+    def _matches_reference(call_id: str) -> bool:
+        return _reproduces(data, outcome, frozenset(), call_id)
+
+    hypotheses = list(_hypotheses(searched))
+    # Calls where the student differs from the reference go first: most hypotheses fail there.
+    ordered = sorted(usable, key=_matches_reference)
+    for hypothesis in hypotheses:
+        if explains(hypothesis, ordered):
+            return _Explanation({call_id: hypothesis for call_id in usable}, ())
+
+    by_call: dict[str, Hypothesis] = {}
+    unexplained: list[str] = []
+    for group_calls in _groups(data.plan, ordered).values():
+        best = _smallest_explanations(hypotheses, lambda h, calls=group_calls: explains(h, calls))
+        common = frozenset.intersection(*best) if best else frozenset()
+        if best and (len(best) == 1 or common):
+            chosen = best[0] if len(best) == 1 else common
+            by_call.update({call_id: chosen for call_id in group_calls})
+            if len(best) == 1:
+                continue
+        # Ambiguous or unexplained: what the group's calls show beyond the reference.
+        for call_id in group_calls:
+            if not _matches_reference(call_id):
+                unexplained.append(call_id)
+    return _Explanation(by_call, tuple(unexplained))
+
+
+def _smallest_explanations(
+    hypotheses: list[Hypothesis], explains: Callable[[Hypothesis], bool]
+) -> list[Hypothesis]:
+    found: list[Hypothesis] = []
+    for hypothesis in hypotheses:
+        if found and len(hypothesis) > len(found[0]):
+            break
+        if explains(hypothesis):
+            found.append(hypothesis)
+    return found
+
+
+def _hypotheses(mistakes: list[KnownMistake]) -> Iterator[Hypothesis]:
+    """No mistake, then each mistake, then each pair that can co-occur."""
+    yield frozenset()
+    for mistake in mistakes:
+        yield frozenset({mistake.id})
+    for first, second in itertools.combinations(mistakes, 2):
+        if first.code == second.code:
+            continue
+        if second.id in first.excludes or first.id in second.excludes:
+            continue
+        yield frozenset({first.id, second.id})
+
+
+def _groups(plan: ProbePlan, call_ids: list[str]) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for call_id in call_ids:
+        groups.setdefault(plan.call(call_id).group, []).append(call_id)
+    return groups
+
+
+def _reproduces(data: DiagnosisInput, outcome: Callable[[Hypothesis, str], CallOutcome],
+                hypothesis: Hypothesis, call_id: str) -> bool:
+    call = data.plan.call(call_id)
+    student, variant = data.student[call_id], outcome(hypothesis, call_id)
+    if call.compare == "reference-only":
+        # Random by design: a variant's numbers cannot be reproduced, only its determinism.
+        student_fixed, variant_fixed = _deterministic(student), _deterministic(variant)
+        if not (student_fixed and variant_fixed):
+            return student_fixed == variant_fixed
+    return calls_match(student, variant, nan_is_wildcard=True)
+
+
+def _deterministic(outcome: CallOutcome) -> bool:
+    """Whether the forwards of a call (same input, different seeds) returned the same values."""
+    first = outcome.forwards[0] if outcome.forwards else None
+    return first is not None and all(
+        forwards_match(forward, first).same for forward in outcome.forwards[1:])
+
+
+def _raised_or_nan(outcome: CallOutcome) -> bool:
+    for forward in outcome.forwards:
+        if forward.raised is not None:
+            return True
+        if any(o is not None and o.is_floating_point() and bool(o.isnan().any())
+               for o in forward.outputs):
+            return True
+    return False
+
+
+def _value_findings(data: DiagnosisInput, explanation: _Explanation) -> list[Finding]:
+    by_mistake: dict[str, list[str]] = {}
+    for call_id, hypothesis in explanation.by_call.items():
+        if calls_match(data.student[call_id], data.reference[call_id]):
+            continue
+        for mistake_id in hypothesis:
+            by_mistake.setdefault(mistake_id, []).append(call_id)
+    findings = []
+    for mistake in data.mistakes:
+        if mistake.id in by_mistake:
+            findings.append(Finding(mistake.code, tuple(by_mistake[mistake.id]),
+                                    mistake=mistake.id))
+    raised_unexpectedly = [
+        call_id for call_id in explanation.unexplained
+        if (raised := data.student[call_id].first_raised) is not None
+    ]
+    if raised_unexpectedly:
+        first = data.student[raised_unexpectedly[0]].first_raised
+        assert first is not None
+        findings.append(Finding("runtime-error", tuple(raised_unexpectedly),
+                                f"{first.type}: {first.message}"))
+    wrong = [c for c in explanation.unexplained if c not in raised_unexpectedly]
+    if wrong:
+        findings.append(Finding("wrong-output", tuple(wrong)))
+    return findings
+
+
+def _gradient_findings(data: DiagnosisInput, explanation: _Explanation) -> list[Finding]:
+    blocked: list[str] = []
+    wrong: list[str] = []
+    detail = ""
+    for call_id, hypothesis in explanation.by_call.items():
+        student = data.student[call_id]
+        if not any(forward.grads for forward in data.reference[call_id].forwards):
+            continue
+        expected = (data.reference[call_id] if not hypothesis
+                    else data.variant(hypothesis, call_id, True))
+        for got, want in zip(student.forwards, expected.forwards, strict=False):
+            if not want.grads:
+                continue
+            if got.backward == "no-graph":
+                blocked.append(call_id)
+                detail = detail or "the output is not connected to the inputs"
+                break
+            missing = [p for p, g in want.grads.items()
+                       if not is_zero(g) and is_zero(got.grads.get(p))]
+            if missing:
+                blocked.append(call_id)
+                detail = detail or "no gradient reaches " + ", ".join(
+                    f"`{_readable(data.plan.call(call_id), p)}`" for p in missing)
+                break
+            # Gradients through a changed dtype carry that dtype's rounding.
+            precision = torch.float32 if _dtype_changed(got, want) else None
+            if not all(grads_equivalent(got.grads.get(p), g, precision=precision)
+                       for p, g in want.grads.items()):
+                wrong.append(call_id)
+                break
+    findings = []
+    if blocked:
+        findings.append(Finding("gradient-blocked", tuple(blocked), detail))
+    if wrong:
+        findings.append(Finding("gradient-wrong", tuple(wrong)))
+    return findings
+
+
+def _dtype_changed(got: Forward, want: Forward) -> bool:
+    return any(g is not None and w is not None and g.dtype != w.dtype
+               for g, w in zip(got.outputs, want.outputs, strict=False))
+
+
+def _dtype_findings(data: DiagnosisInput, usable: list[str]) -> list[Finding]:
+    changed = []
+    for call_id in usable:
+        for got, want in zip(data.student[call_id].forwards, data.reference[call_id].forwards,
+                             strict=False):
+            if _dtype_changed(got, want):
+                changed.append(call_id)
+                break
+    return [Finding("dtype-changed", tuple(changed))] if changed else []
+
+
+def _mutation_findings(data: DiagnosisInput) -> list[Finding]:
+    mutated: list[str] = []
+    names: list[str] = []
+    for call in data.plan.calls:
+        for index, forward in enumerate(data.student[call.id].forwards):
+            changed = mutated_inputs(forward, data.plan.inputs, input_positions(call, index))
+            if changed:
+                mutated.append(call.id)
+                names.extend(_readable(call, p) for p in changed if _readable(call, p) not in names)
+                break
+    if not mutated:
+        return []
+    return [Finding("input-mutated", tuple(mutated), ", ".join(f"`{n}`" for n in names))]
+
+
+def _forbidden_findings(data: DiagnosisInput) -> list[Finding]:
+    calls = tuple(call.id for call in data.plan.calls if data.student[call.id].forbidden)
+    names = sorted({name for call_id in calls for name in data.student[call_id].forbidden}
+                   | set(data.forbidden_static))
+    if not calls and not data.forbidden_static:
+        return []
+    if not calls:
+        # Named in the source but never seen at run time (an alias the trap does not cover):
+        # every call may have used it.
+        calls = tuple(call.id for call in data.plan.calls)
+    return [Finding("forbidden-api", calls, ", ".join(f"`{_api(n)}`" for n in names))]
+
+
+def _api(dotted: str) -> str:
+    return dotted.removesuffix(".forward").replace("torch._C._nn.", "torch.nn.functional.")
+
+
+def _readable(call: ProbeCall, position: str) -> str:
+    names: Mapping[str, str] = call.meta.get("argument_names", {})
+    return names.get(position, position.removeprefix("kw.").removeprefix("param."))
+
+
+def _merge(findings: list[Finding]) -> list[Finding]:
+    """One finding per code, evidence calls united, the first detail kept."""
+    merged: dict[str, Finding] = {}
+    for finding in findings:
+        known = merged.get(finding.code)
+        if known is None:
+            merged[finding.code] = finding
+            continue
+        calls = known.calls + tuple(c for c in finding.calls if c not in known.calls)
+        merged[finding.code] = Finding(finding.code, calls, known.detail or finding.detail,
+                                       known.mistake or finding.mistake)
+    return list(merged.values())

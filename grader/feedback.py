@@ -1,0 +1,229 @@
+"""Feedback: the catalogue of codes in the student's words, and the results document. Pure.
+
+Messages say what was observed on which small input; hints point at the idea of the lab to
+revisit, never at the solution's code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from assignments import CheckSpec, ProbePlan
+from grader.checks import CheckVerdict
+from grader.diagnosis import Finding
+
+
+@dataclass(frozen=True)
+class CodeText:
+    title: str
+    message: str
+    """What we observed; ``{input}`` is the first input it was seen on, ``{detail}`` specifics."""
+    hint: str
+
+
+CATALOGUE: Mapping[str, CodeText] = {
+    "softmax-wrong-axis": CodeText(
+        "softmax over the wrong axis",
+        "On {input}, your weights are normalised over the queries instead of over the keys: "
+        "each column sums to 1, not each row.",
+        "Each query distributes its attention over the keys. Which axis of the score matrix "
+        "(..., T, S) indexes the keys?"),
+    "missing-scale": CodeText(
+        "scores not scaled",
+        "On {input}, your outputs match attention computed without dividing the scores by "
+        "sqrt(D): the weights come out too peaked.",
+        "Revisit why dot products are scaled: their variance grows with the dimension D of "
+        "the query and key vectors."),
+    "wrong-scale": CodeText(
+        "scores scaled by the wrong factor",
+        "On {input}, your outputs match attention whose scores are divided by the wrong "
+        "factor ({detail}).",
+        "The scale comes from the dimension of the vectors in each dot product: the query/key "
+        "size of one head, under a square root. Sequence lengths play no part."),
+    "mask-inverted": CodeText(
+        "mask read the wrong way round",
+        "On {input}, your code lets queries attend to the keys marked False and blocks the "
+        "ones marked True.",
+        "In this course True means 'may attend'. Check which entries you fill before softmax."),
+    "mask-ignored": CodeText(
+        "mask has no effect",
+        "On {input}, your outputs are the same as with no mask at all.",
+        "Check that the mask actually reaches the scores before softmax, and that the result "
+        "of a non in-place fill is kept."),
+    "mask-after-softmax": CodeText(
+        "mask applied after softmax",
+        "On {input}, blocked keys get zero weight but the remaining weights of a query no "
+        "longer sum to 1: the mask was applied after normalising.",
+        "Masking must happen to the scores, before softmax, so that the allowed keys share the "
+        "whole probability mass."),
+    "mask-fill-zero": CodeText(
+        "blocked scores set to 0",
+        "On {input}, blocked keys still receive weight: their scores were set to 0, which is an "
+        "ordinary score, not 'impossible'.",
+        "exp(0) = 1. Which score value makes softmax give a key exactly zero weight?"),
+    "all-masked-row": CodeText(
+        "no error for a query with no allowed key",
+        "On {input}, a query row with no allowed key did not raise ValueError ({detail}).",
+        "Softmax over a row where every key is blocked is undefined. Detect such rows and "
+        "raise ValueError with a clear message instead of returning NaN, zeros or a uniform "
+        "row."),
+    "gradient-blocked": CodeText(
+        "gradients do not arrive",
+        "On {input}, {detail}.",
+        "Something cut the autograd graph: .detach(), .data, torch.no_grad(), .item() or a "
+        "round trip through NumPy or Python numbers. Keep every step in torch operations."),
+    "gradient-wrong": CodeText(
+        "gradients are wrong",
+        "On {input}, the forward values are as expected but the gradients differ from the "
+        "reference's.",
+        "If you wrote a custom autograd Function, check its backward against "
+        "torch.autograd.gradcheck in float64; otherwise let autograd differentiate your "
+        "forward."),
+    "input-mutated": CodeText(
+        "an input was modified",
+        "On {input}, your function changed {detail} in place.",
+        "Callers do not expect their tensors to change. Use out-of-place operations "
+        "(x = x * s, masked_fill) instead of in-place ones (x *= s, masked_fill_)."),
+    "dtype-changed": CodeText(
+        "output dtype differs from the input dtype",
+        "On {input}, your output's dtype is not the input's ({detail}).",
+        "Avoid hard-coded dtypes: create helper tensors with dtype=x.dtype (or torch.*_like) "
+        "and do not cast the result."),
+    "reshape-without-transpose": CodeText(
+        "heads split without a transpose",
+        "On {input}, your outputs match splitting heads by reshaping (B, T, D) straight to "
+        "(B, H, T, Dh), which mixes positions and heads.",
+        "A reshape keeps memory order. Split the last dimension into (H, Dh) first, then move "
+        "the head axis in front of the time axis."),
+    "merge-without-transpose": CodeText(
+        "heads merged without the reverse transpose",
+        "On {input}, your outputs match merging heads by reshaping (B, H, T, Dh) straight to "
+        "(B, T, D), which mixes positions and heads.",
+        "Undo the split in reverse order: bring the time axis back next to the batch axis, "
+        "then merge (H, Dh) into D."),
+    "heads-not-split": CodeText(
+        "attention not split into heads",
+        "On {input}, your outputs match one attention over the full width d_model instead of "
+        "num_heads attentions over head_dim each.",
+        "Each head attends separately over its own slice of the projected features."),
+    "causal-leak": CodeText(
+        "causal mask leaks the future",
+        "With causal=True on {input}, {detail}",
+        "With causal attention, query i may only see keys 0..i. Check the triangle you keep "
+        "and that the causal mask is combined with the other masks."),
+    "causal-off-by-one": CodeText(
+        "causal mask hides the current position",
+        "With causal=True on {input}, a query cannot attend to its own position.",
+        "Query i sees keys 0..i, including i itself: check the diagonal of your triangle."),
+    "padding-ignored": CodeText(
+        "key padding mask has no effect",
+        "On {input}, your outputs are the same as without key_padding_mask.",
+        "key_padding_mask (B, Tk) marks real tokens with True. It must block the padded keys "
+        "for every query and every head."),
+    "missing-out-proj": CodeText(
+        "output projection not applied",
+        "On {input}, your outputs match the merged heads without out_proj.",
+        "After merging the heads, the result goes through the output projection."),
+    "projection-mixup": CodeText(
+        "a projection used for the wrong role",
+        "On {input}, your outputs match an attention in which one projection was used in "
+        "place of another ({detail}).",
+        "Queries come from q_proj, keys from k_proj, values from v_proj: check each line."),
+    "key-value-ignored": CodeText(
+        "cross-attention ignores key_value",
+        "On {input}, your keys or values come from query instead of key_value.",
+        "In cross-attention the keys and values are projections of key_value; only the "
+        "queries come from query."),
+    "dropout-in-eval": CodeText(
+        "dropout active in eval mode",
+        "On {input}, after eval() two forwards on the same input differ, or differ from the "
+        "expected values.",
+        "Dropout belongs to training only: respect self.training (nn.Dropout does)."),
+    "missing-validation": CodeText(
+        "invalid head count accepted",
+        "{input}: the constructor accepted it instead of raising ValueError.",
+        "d_model must split evenly into num_heads heads; reject it in __init__."),
+    "forbidden-api": CodeText(
+        "forbidden API used",
+        "Your submission uses {detail}, which this assignment forbids: the checks where it "
+        "was used score 0.",
+        "The lab is to build attention yourself from matrix products, a mask and softmax."),
+    "wrong-output": CodeText(
+        "wrong output",
+        "On {input}, your outputs differ from the expected values, and no mistake we know "
+        "explains the difference.",
+        "Test your function on a tiny input you can compute by hand, step by step: scores, "
+        "scale, mask, softmax, weighted sum."),
+    "interface-error": CodeText(
+        "interface does not match the assignment",
+        "On {input}: {detail}",
+        "Compare your names, signature and return value with the contract in the "
+        "assignment's README."),
+    "syntax-error": CodeText(
+        "the file does not parse",
+        "{detail}",
+        "Fix the syntax error at the line and column given; run the file locally first."),
+    "runtime-error": CodeText(
+        "your code raised an error",
+        "On {input}, your code raised {detail}",
+        "Read the traceback from the bottom line of your own file; reproduce the call "
+        "locally with the same shapes."),
+    "time-limit": CodeText(
+        "time limit reached",
+        "On {input}, your code did not finish within its time budget.",
+        "Look for a loop that never ends or work that grows too fast; the inputs are tiny."),
+    "memory-limit": CodeText(
+        "memory limit reached",
+        "On {input}, your code ran out of memory.",
+        "The probe inputs are tiny: look for a tensor whose size you did not intend."),
+    "output-limit": CodeText(
+        "output limit reached",
+        "Your submission printed or returned more than the limit allows ({detail}).",
+        "Remove debugging prints from loops, and return only what the contract asks for."),
+}
+
+SUMMARY_ALL_PASSED = "All visible checks passed."
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    code: str
+    message: str
+    hint: str
+    tests: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "hint": self.hint,
+                "tests": list(self.tests)}
+
+
+def diagnoses_from(findings: Sequence[Finding], plan: ProbePlan,
+                   checks: Sequence[tuple[CheckSpec, CheckVerdict]]) -> list[Diagnosis]:
+    """Put findings into words, each tied to the failed checks its evidence calls belong to."""
+    diagnoses = []
+    for finding in findings:
+        text = CATALOGUE[finding.code]
+        first = plan.call(finding.calls[0]).describe if finding.calls else "your submission"
+        detail = finding.detail or _detail_from_checks(finding, checks)
+        tests = tuple(
+            check.number for check, verdict in checks
+            if set(finding.calls) & set(verdict.failing_calls)
+            or (finding.code == "forbidden-api" and set(finding.calls) & set(check.calls))
+        )
+        diagnoses.append(Diagnosis(
+            finding.code,
+            text.message.format(input=first, detail=detail).replace(" ()", ""),
+            text.hint,
+            tests,
+        ))
+    return diagnoses
+
+
+def _detail_from_checks(finding: Finding, checks: Sequence[tuple[CheckSpec, CheckVerdict]]) -> str:
+    for _check, verdict in checks:
+        if not verdict.passed and set(finding.calls) & set(verdict.failing_calls):
+            observation = verdict.observation
+            return observation.split(": ", 1)[1] if ": " in observation else observation
+    return ""

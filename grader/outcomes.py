@@ -1,0 +1,380 @@
+"""What a run produced, validated: the sandbox's raw bytes become typed outcomes, or are refused.
+
+Everything the sandbox hands back is the student's and is treated as hostile data: events are
+size-capped JSON read field by field with types checked, tensors are safetensors (a format that
+holds numbers and cannot hold code) with allowed dtypes and capped sizes. Nothing is unpickled,
+imported or executed. The reference and the known-mistake variants, which run in the grader's
+own process, are turned into the same outcomes so that all three are compared alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as load_safetensors
+
+from assignments import ProbePlan
+from assignments.model import Namespace
+from sandbox import RunResult, Termination
+from sandbox.probe_runner import describe_exception, execute_call
+
+ALLOWED_DTYPES = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                            torch.bool, torch.int64, torch.int32})
+MAX_ELEMENTS_PER_TENSOR = 1 << 20
+MAX_TENSORS_PER_CALL = 256
+MAX_EVENTS = 10_000
+
+
+@dataclass(frozen=True)
+class Frame:
+    file: str
+    line: int
+    function: str
+    code: str
+
+
+@dataclass(frozen=True)
+class Raised:
+    """An exception raised by the code under test, as data."""
+
+    type: str
+    value_error: bool
+    message: str
+    frames: tuple[Frame, ...] = ()
+
+    @property
+    def memory_error(self) -> bool:
+        return self.type == "MemoryError"
+
+
+@dataclass(frozen=True)
+class Forward:
+    """One forward (and backward) of a call."""
+
+    status: str
+    """``ok``, ``raised`` or ``timeout``."""
+    raised: Raised | None = None
+    stage: str = "forward"
+    """Where it failed: ``init``, ``setup``, ``forward``, ``backward`` or ``import``."""
+    structure: str = ""
+    """What was returned: ``tensor``, ``tuple[2]``, ``list[2]``, ``tensor-subclass``, ``None``..."""
+    outputs: tuple[torch.Tensor | None, ...] = ()
+    """Returned tensors in order (a tensor, or the items of a returned tuple)."""
+    grads: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    """Gradients by input position (``arg0``, ``kw.key_value``, ``param.q_proj.weight``)."""
+    backward: str = ""
+    """``ok``, ``no-graph`` (the output is disconnected), ``raised``, ``skipped`` or empty."""
+    after: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    """Input tensors as they were after the call, by position."""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """Everything one probe call produced."""
+
+    id: str
+    status: str
+    """``ok``, ``raised``, ``timeout``, ``missing`` (required name absent), ``interface``
+    (a module the grader cannot drive), ``invalid`` (malformed data came back) or ``lost``
+    (no report: the process ended before this call)."""
+    forwards: tuple[Forward, ...] = ()
+    forbidden: tuple[str, ...] = ()
+    """Forbidden APIs the runner saw this call use."""
+    detail: str = ""
+    """For ``missing``, ``interface`` and ``invalid``: what was wrong."""
+
+    @property
+    def usable(self) -> bool:
+        """Whether the call ran to the end, so its outputs can be judged."""
+        return self.status in {"ok", "raised"} and bool(self.forwards)
+
+    @property
+    def first_raised(self) -> Raised | None:
+        for forward in self.forwards:
+            if forward.raised is not None:
+                return forward.raised
+        return None
+
+
+@dataclass(frozen=True)
+class SubmissionRun:
+    """A run of the submission in the sandbox, validated."""
+
+    termination: Termination
+    exit_code: int | None
+    calls: Mapping[str, CallOutcome]
+    import_error: Raised | None = None
+    import_timed_out: bool = False
+    forbidden_at_import: tuple[str, ...] = ()
+    stdout: str = ""
+    stderr: str = ""
+    output_truncated: bool = False
+    wall_seconds: float = 0.0
+    protocol_problems: tuple[str, ...] = ()
+    """Malformed events or tensors (hostile or broken output), for logs."""
+
+
+class _Invalid(Exception):
+    pass
+
+
+def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
+    """Validate a sandbox run against the plan it executed."""
+    problems: list[str] = []
+    records: dict[str, dict[str, Any]] = {}
+    duplicated: set[str] = set()
+    import_event: dict[str, Any] | None = None
+    known = {call.id for call in plan.calls}
+    for number, line in enumerate(run.events.splitlines()[:MAX_EVENTS]):
+        try:
+            event = json.loads(line)
+        except (ValueError, UnicodeDecodeError):
+            problems.append(f"event {number}: not JSON")
+            continue
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("event")
+        if kind == "import" and import_event is None:
+            import_event = event
+        elif kind == "call" and event.get("id") in known:
+            call_id = str(event["id"])
+            if call_id in records:
+                # Two reports for one call: one of them was forged by student code.
+                duplicated.add(call_id)
+            records[call_id] = event
+
+    calls: dict[str, CallOutcome] = {}
+    for call in plan.calls:
+        if call.id in duplicated:
+            calls[call.id] = CallOutcome(call.id, "invalid", detail="the call was reported twice")
+            continue
+        record = records.get(call.id)
+        if record is None:
+            calls[call.id] = CallOutcome(call.id, "lost")
+            continue
+        try:
+            tensors = _load_tensors(record, run.tensor_files)
+            calls[call.id] = outcome_from_record(record, tensors)
+        except _Invalid as exc:
+            problems.append(f"{call.id}: {exc}")
+            calls[call.id] = CallOutcome(call.id, "invalid", detail=str(exc))
+
+    import_error, import_timed_out, forbidden = None, False, ()
+    if import_event is not None:
+        status = import_event.get("status")
+        import_timed_out = status == "timeout"
+        if status == "raised":
+            import_error = _raised(import_event.get("exception"))
+        forbidden = _strings(import_event.get("forbidden"))
+    return SubmissionRun(
+        termination=run.termination,
+        exit_code=run.exit_code,
+        calls=calls,
+        import_error=import_error,
+        import_timed_out=import_timed_out,
+        forbidden_at_import=forbidden,
+        stdout=run.stdout,
+        stderr=run.stderr,
+        output_truncated=run.output_truncated,
+        wall_seconds=run.wall_seconds,
+        protocol_problems=tuple(problems),
+    )
+
+
+def run_in_process(
+    namespace: Namespace, plan: ProbePlan, call_ids: list[str] | None = None
+) -> dict[str, CallOutcome]:
+    """Run (some of) the plan's calls on trusted code in this process: the reference or a variant."""
+    outcomes = {}
+    for call in plan.calls:
+        if call_ids is not None and call.id not in call_ids:
+            continue
+        record, tensors = execute_call(namespace, dict(call.spec, id=call.id), plan.inputs)
+        outcomes[call.id] = outcome_from_record(record, tensors)
+    return outcomes
+
+
+def run_call_in_process(namespace: Namespace, plan: ProbePlan, call_id: str, *,
+                        backward: bool = True) -> CallOutcome:
+    """Run one call in this process; ``backward=False`` skips gradients (forward values only)."""
+    call = plan.call(call_id)
+    spec = dict(call.spec, id=call.id)
+    if not backward:
+        spec = _forward_only(spec)
+    record, tensors = execute_call(namespace, spec, plan.inputs)
+    return outcome_from_record(record, tensors)
+
+
+def _forward_only(spec: dict[str, Any]) -> dict[str, Any]:
+    def strip(step: Mapping[str, Any]) -> dict[str, Any]:
+        args = [{"tensor": a["tensor"]} if isinstance(a, dict) and "tensor" in a else a
+                for a in step.get("args", [])]
+        kwargs = {k: {"tensor": v["tensor"]} if isinstance(v, dict) and "tensor" in v else v
+                  for k, v in step.get("kwargs", {}).items()}
+        return {**{k: v for k, v in step.items() if k != "backward"}, "args": args,
+                "kwargs": kwargs}
+
+    if "forward" in spec:
+        return {**spec, "forward": [strip(step) for step in spec["forward"]]}
+    return strip(spec)
+
+
+def outcome_from_record(record: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) -> CallOutcome:
+    """Build a call outcome from the runner's record and tensors; _Invalid on malformed data."""
+    call_id = str(record.get("id"))
+    status = record.get("status")
+    forbidden = _strings(record.get("forbidden"))
+    if status in {"missing", "interface"}:
+        detail = record.get("missing") if status == "missing" else record.get("interface")
+        return CallOutcome(call_id, str(status), forbidden=forbidden, detail=_text(detail, 300))
+    if status not in {"ok", "raised", "timeout"}:
+        raise _Invalid(f"unknown status {status!r}")
+    stages = record.get("stages")
+    if not isinstance(stages, list):
+        raise _Invalid("stages missing")
+    forwards = _forwards(stages, tensors)
+    return CallOutcome(call_id, str(status), tuple(forwards), forbidden)
+
+
+def _forwards(stages: list[Any], tensors: Mapping[str, torch.Tensor]) -> list[Forward]:
+    forwards: list[Forward] = []
+    for stage in stages[:64]:
+        if not isinstance(stage, dict):
+            raise _Invalid("malformed stage")
+        name = _text(stage.get("stage"), 40)
+        status = stage.get("status")
+        if name in {"init", "setup"}:
+            if status != "ok":
+                forwards.append(_failed(name, stage))
+            continue
+        prefix, _, kind = name.rpartition(".")
+        prefix = f"{prefix}." if prefix else ""
+        if kind == "forward":
+            if status != "ok":
+                forwards.append(_failed("forward", stage))
+                continue
+            structure, keys = _structure(stage.get("returned"))
+            forwards.append(Forward(
+                status="ok",
+                structure=structure,
+                outputs=tuple(tensors.get(key) if key else None for key in keys),
+                after=_with_prefix(tensors, f"{prefix}after."),
+                seconds=float(stage.get("seconds", 0.0)) if _is_number(stage.get("seconds")) else 0.0,
+            ))
+        elif kind == "backward" and forwards:
+            last = forwards[-1]
+            raised = _raised(stage.get("exception")) if status == "raised" else None
+            forwards[-1] = Forward(
+                status="timeout" if status == "timeout" else last.status,
+                raised=raised or last.raised,
+                stage="backward" if raised or status == "timeout" else last.stage,
+                structure=last.structure,
+                outputs=last.outputs,
+                grads=_with_prefix(tensors, f"{prefix}grad."),
+                backward=_text(status, 20),
+                after=last.after,
+                seconds=last.seconds,
+            )
+    return forwards
+
+
+def _failed(stage_name: str, stage: Mapping[str, Any]) -> Forward:
+    status = "timeout" if stage.get("status") == "timeout" else "raised"
+    raised = _raised(stage.get("exception")) if status == "raised" else None
+    return Forward(status=status, raised=raised, stage=stage_name)
+
+
+def _structure(returned: Any) -> tuple[str, list[str | None]]:
+    """A returned value's shape description and the tensor keys of its items."""
+    if not isinstance(returned, dict):
+        raise _Invalid("malformed returned value")
+    kind = returned.get("kind")
+    if kind == "tensor":
+        return "tensor", [_text(returned.get("key"), 100)]
+    if kind in {"tuple", "list"}:
+        items = returned.get("items")
+        if not isinstance(items, list):
+            raise _Invalid("malformed returned items")
+        keys = [
+            _text(item.get("key"), 100) if isinstance(item, dict) and item.get("kind") == "tensor"
+            else None
+            for item in items
+        ]
+        length = returned.get("length")
+        return f"{kind}[{length if isinstance(length, int) else len(items)}]", keys
+    if kind == "tensor-subclass":
+        return f"tensor-subclass {_text(returned.get('type'), 80)}", []
+    return _text(returned.get("type"), 80) or "unknown", []
+
+
+def _with_prefix(tensors: Mapping[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    return {key[len(prefix):]: value for key, value in tensors.items() if key.startswith(prefix)}
+
+
+def _load_tensors(record: Mapping[str, Any], files: Mapping[str, bytes]) -> dict[str, torch.Tensor]:
+    name = record.get("tensors")
+    if name is None:
+        return {}
+    if not isinstance(name, str) or name not in files:
+        raise _Invalid("tensor file missing")
+    try:
+        tensors = load_safetensors(files[name])
+    except (SafetensorError, ValueError, RuntimeError) as exc:
+        raise _Invalid(f"unreadable tensor file: {exc}") from exc
+    if len(tensors) > MAX_TENSORS_PER_CALL:
+        raise _Invalid("too many tensors")
+    for key, value in tensors.items():
+        if type(value) is not torch.Tensor or value.dtype not in ALLOWED_DTYPES:
+            raise _Invalid(f"{key}: dtype {value.dtype} is not allowed")
+        if value.numel() > MAX_ELEMENTS_PER_TENSOR:
+            raise _Invalid(f"{key}: {value.numel()} elements is over the limit")
+    return tensors
+
+
+def _raised(data: Any) -> Raised:
+    if not isinstance(data, dict):
+        return Raised(type="Exception", value_error=False, message="")
+    frames = []
+    for frame in data.get("frames", [])[:12] if isinstance(data.get("frames"), list) else []:
+        if isinstance(frame, dict):
+            with contextlib.suppress(TypeError, ValueError):
+                frames.append(Frame(
+                    file=_text(frame.get("file"), 120),
+                    line=int(frame.get("line") or 0),
+                    function=_text(frame.get("function"), 120),
+                    code=_text(frame.get("code"), 200),
+                ))
+    return Raised(
+        type=_text(data.get("type"), 80) or "Exception",
+        value_error=data.get("value_error") is True,
+        message=_text(data.get("message"), 2000),
+        frames=tuple(frames),
+    )
+
+
+def raised_from(exc: BaseException) -> Raised:
+    """An exception of our own process (used when the reference itself raises)."""
+    return _raised(describe_exception(exc, ()))
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(_text(item, 120) for item in value[:16] if isinstance(item, str))
+
+
+def _text(value: Any, limit: int) -> str:
+    return value[:limit] if isinstance(value, str) else ""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+

@@ -1,0 +1,485 @@
+"""One single-use hardened container: how it is configured, handed its job, watched and read back.
+
+Layout of a sandbox container:
+
+* The container's own process is an idle ``sleep`` under Docker's init. The probe runner runs
+  beside it as an ``exec`` process (same namespaces, cgroup, user, capabilities and limits).
+  That keeps the container, and with it the output volume, alive after the runner exits, so the
+  outputs can be read; a volume of type tmpfs is emptied as soon as its last container stops.
+* ``/job`` is a host directory bind-mounted read-only, holding exactly what
+  ``sandbox.outputs.write_job`` lays out. A warm container gets it empty and waits for
+  ``plan.json``, which is moved in last, after the inputs and the submission.
+* ``/out`` is a per-run Docker volume of type tmpfs with a size and inode cap: the only writable
+  place that outlives a process, charged to the container's memory, unable to fill the host
+  disk. The host reads it back as a tar stream from the engine and parses it itself, keeping
+  only regular files with the expected names, within the result limit; links are never followed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import shutil
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+from docker.models.volumes import Volume
+from docker.types import LogConfig, Mount, Ulimit
+
+from sandbox import probe_runner
+from sandbox.base import Job, Limits, RunResult, Termination
+from sandbox.docker_image import RUNNER_IN_IMAGE
+from sandbox.outputs import EVENTS_LIMIT_BYTES, write_job
+
+logger = logging.getLogger(__name__)
+
+SANDBOX_USER = "65534:65534"
+SANDBOX_UID = 65534
+JOB_MOUNT = "/job"
+OUT_MOUNT = "/out"
+READY_FILE = "ready"
+
+LABEL_ROLE = "org.autograde.role"
+ROLE_SANDBOX = "sandbox"
+LABEL_JOB = "org.autograde.job"
+LABEL_DEADLINE = "org.autograde.deadline"
+LABEL_OWNER = "org.autograde.owner"
+WARM_POOL_JOB = "warm-pool"
+"""Job label of a warm container: labels are fixed at creation, before its job is known."""
+
+ENVIRONMENT = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "PYTHONHASHSEED": "0",
+}
+# Headroom of the output volume over the result limit: tar headers, the ready marker, and the
+# events file, which has its own cap.
+_OUT_SLACK_BYTES = EVENTS_LIMIT_BYTES + (1 << 20)
+_OUT_INODES = 4096
+_LOG_MAX_SIZE = "1m"
+_POLL_SECONDS = 0.02
+_OOM_EVENT_GRACE_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """What every sandbox container of a backend shares."""
+
+    image: str
+    owner: str
+    """Who created the container (host, pid and start time of the worker), for the janitor."""
+    workdir: Path
+    """Host directory under which each container gets its input directory."""
+    runtime: str | None = None
+    """An OCI runtime such as ``runsc`` (gVisor) where the host has it; Docker's default if None."""
+
+
+def hardening_options(limits: Limits, *, runtime: str | None) -> dict[str, Any]:
+    """Deny-by-default container options for ``limits`` (SPEC §4)."""
+    return {
+        "user": SANDBOX_USER,
+        "network_mode": "none",
+        "read_only": True,
+        "cap_drop": ["ALL"],
+        "security_opt": ["no-new-privileges"],
+        "privileged": False,
+        "init": True,
+        "mem_limit": limits.memory_bytes,
+        # Equal to the memory limit: no swap, so a memory bomb is killed instead of thrashing.
+        "memswap_limit": limits.memory_bytes,
+        "nano_cpus": int(limits.cpus * 1e9),
+        "pids_limit": limits.max_processes,
+        "ulimits": [
+            Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
+            Ulimit(name="fsize", soft=limits.file_size_bytes, hard=limits.file_size_bytes),
+            Ulimit(name="core", soft=0, hard=0),
+        ],
+        "tmpfs": {
+            "/tmp": f"size={limits.tmpfs_bytes},uid={SANDBOX_UID},gid={SANDBOX_UID},"
+            "mode=1777,nosuid,nodev,noexec"
+        },
+        # /dev/shm is one more writable tmpfs; keep it to the same budget as /tmp.
+        "shm_size": limits.tmpfs_bytes,
+        "log_config": LogConfig(
+            type="json-file", config={"max-size": _LOG_MAX_SIZE, "max-file": "1"}
+        ),
+        "environment": ENVIRONMENT,
+        "working_dir": "/tmp",
+        "hostname": "sandbox",
+        "runtime": runtime,
+    }
+
+
+def out_volume_bytes(limits: Limits) -> int:
+    """Size of the output tmpfs: room past the result limit, so that going over it is seen.
+
+    A volume just the size of the limit would fail the runner's write instead, and the run
+    would look like one that returned nothing. Either way the memory limit bounds it.
+    """
+    return 2 * limits.result_bytes + _OUT_SLACK_BYTES
+
+
+def runner_command(*, warm: bool) -> list[str]:
+    """The probe runner's command line inside the container."""
+    command = ["python3", "-I", RUNNER_IN_IMAGE, JOB_MOUNT, OUT_MOUNT]
+    if warm:
+        command += ["--wait-for", f"{JOB_MOUNT}/{probe_runner.PLAN_FILE}"]
+    return command
+
+
+class SandboxContainer:
+    """A started container with its input directory, output volume and running probe runner.
+
+    Used for exactly one job, then destroyed.
+    """
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        spec: ContainerSpec,
+        limits: Limits,
+        *,
+        job: Job | None,
+        lifetime_seconds: float,
+    ) -> None:
+        """Create and start the container; with ``job=None`` it starts warm and waits for one.
+
+        On failure everything created so far is removed and the engine's error is raised.
+        """
+        self.client = client
+        self.limits = limits
+        self.warm = job is None
+        self.name = f"autograde-{uuid.uuid4().hex[:16]}"
+        self.job_dir = spec.workdir / self.name
+        self.deadline = time.time() + lifetime_seconds
+        self._container: Container | None = None
+        self._volume: Volume | None = None
+        self._output: _CappedOutput | None = None
+        self._exec_id = ""
+        self._destroyed = False
+        try:
+            self._create(spec, job)
+        except BaseException:
+            self.destroy()
+            raise
+
+    def _create(self, spec: ContainerSpec, job: Job | None) -> None:
+        labels = {
+            LABEL_ROLE: ROLE_SANDBOX,
+            LABEL_JOB: job.label if job is not None else WARM_POOL_JOB,
+            LABEL_DEADLINE: str(int(self.deadline)),
+            LABEL_OWNER: spec.owner,
+        }
+        self.job_dir.mkdir(parents=True)
+        self.job_dir.chmod(0o755)  # readable by the sandbox user, writable only by us
+        if job is not None:
+            write_job(self.job_dir, job)
+        self._volume = self.client.volumes.create(
+            name=self.name,
+            driver="local",
+            driver_opts={
+                "type": "tmpfs",
+                "device": "tmpfs",
+                "o": f"size={out_volume_bytes(self.limits)},nr_inodes={_OUT_INODES},"
+                f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0700,nosuid,nodev,noexec",
+            },
+            labels=labels,
+        )
+        self._container = self.client.containers.create(
+            spec.image,
+            ["sleep", "infinity"],
+            name=self.name,
+            labels=labels,
+            mounts=[
+                Mount(JOB_MOUNT, str(self.job_dir), type="bind", read_only=True),
+                Mount(OUT_MOUNT, self.name, type="volume"),
+            ],
+            **hardening_options(self.limits, runtime=spec.runtime),
+        )
+        self._container.start()
+        execution = self.client.api.exec_create(
+            self._container.id, runner_command(warm=self.warm), user=SANDBOX_USER, workdir="/tmp"
+        )
+        self._exec_id = execution["Id"]
+        stream = self.client.api.exec_start(self._exec_id, stream=True, demux=True)
+        self._output = _CappedOutput(stream, self.limits)
+
+    @property
+    def container(self) -> Container:
+        """The Docker container (created by the constructor)."""
+        assert self._container is not None
+        return self._container
+
+    @property
+    def output(self) -> _CappedOutput:
+        """The runner's printed output (its stream is opened by the constructor)."""
+        assert self._output is not None
+        return self._output
+
+    def is_ready(self) -> bool:
+        """Whether a warm runner has imported and warmed up torch and now waits for its job."""
+        try:
+            self.container.get_archive(f"{OUT_MOUNT}/{READY_FILE}")
+        except docker.errors.NotFound:
+            return False
+        return True
+
+    def run(self, job: Job | None) -> RunResult:
+        """Hand over the job (for a warm container), wait for the runner, read its outputs."""
+        started = time.monotonic()
+        since = time.time()
+        if job is not None:
+            self._hand_over(job)
+        deadline = started + self.limits.wall_seconds
+        termination = Termination.EXITED
+        exit_code: int | None = None
+        while True:
+            if self.output.closed.wait(_POLL_SECONDS):
+                time.sleep(0.002)  # the stream may close a moment before the exec is reaped
+            if self.output.flooded:
+                termination = Termination.OUTPUT_LIMIT
+                break
+            state = self.client.api.exec_inspect(self._exec_id)
+            if not state["Running"]:
+                exit_code = state["ExitCode"]
+                break
+            if time.monotonic() > deadline:
+                termination = Termination.TIME_LIMIT
+                break
+        wall = time.monotonic() - started
+        if termination is Termination.EXITED:
+            # A clean exit needs no question to the engine; only a killed runner may be an OOM.
+            if exit_code != 0 and self._out_of_memory(since):
+                termination = Termination.MEMORY_LIMIT
+        else:
+            # Freeze whatever still runs so the outputs are read as they were at the limit.
+            with contextlib.suppress(docker.errors.APIError):
+                self.container.pause()
+        events, tensors, over_limit = self._read_outputs()
+        if over_limit and termination is Termination.EXITED:
+            termination = Termination.OUTPUT_LIMIT
+        return RunResult(
+            termination=termination,
+            exit_code=exit_code,
+            wall_seconds=wall,
+            events=events,
+            tensor_files=tensors,
+            stdout=self.output.stdout.text(),
+            stderr=self.output.stderr.text(),
+            output_truncated=self.output.stdout.truncated or self.output.stderr.truncated,
+            detail=f"container {self.container.short_id} ({'warm' if self.warm else 'cold'})",
+        )
+
+    def _hand_over(self, job: Job) -> None:
+        """Lay the job out beside the mounted directory, then move it in with the plan last."""
+        staging = self.job_dir.with_name(self.name + ".stage")
+        write_job(staging, job)
+        for name in (probe_runner.SUBMISSION_DIR, probe_runner.INPUTS_FILE):
+            os.rename(staging / name, self.job_dir / name)
+        os.rename(staging / probe_runner.PLAN_FILE, self.job_dir / probe_runner.PLAN_FILE)
+        staging.rmdir()
+
+    def _out_of_memory(self, since: float) -> bool:
+        """Whether the kernel's OOM killer struck in this container since ``since``.
+
+        Docker's ``OOMKilled`` state only covers the container's own process, not an exec'd
+        one, so the engine's ``oom`` events are asked instead.
+        """
+        events = self.client.api.events(
+            since=f"{since - 1:.9f}",
+            until=f"{time.time() + _OOM_EVENT_GRACE_SECONDS:.9f}",
+            filters={"container": self.container.id, "event": "oom"},
+            decode=True,
+        )
+        return any(True for _ in events)
+
+    def _read_outputs(self) -> tuple[bytes, dict[str, bytes], bool]:
+        try:
+            chunks, _ = self.container.get_archive(OUT_MOUNT)
+        except docker.errors.APIError:
+            # The container is gone (the student stopped its init): nothing came back.
+            return b"", {}, False
+        return read_output_archive(chunks, self.limits.result_bytes)
+
+    def destroy(self) -> None:
+        """Remove the container, its volume and its input directory (idempotent, never raises)."""
+        if self._destroyed:
+            return
+        self._destroyed = True
+        if self._container is not None:
+            _quietly(self._container.remove, force=True)
+        if self._output is not None:
+            self._output.close()
+        if self._volume is not None:
+            _quietly(self._volume.remove, force=True)
+        for path in (self.job_dir, self.job_dir.with_name(self.name + ".stage")):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _quietly(remove: Any, **kwargs: Any) -> None:
+    """Remove something of the engine's; already gone is fine, other failures are logged."""
+    try:
+        remove(**kwargs)
+    except docker.errors.NotFound:
+        pass
+    except Exception:  # cleanup must go on; the janitor retries later
+        logger.exception("sandbox cleanup step failed")
+
+
+@dataclass
+class _CappedStream:
+    """One output stream: the first bytes kept for the report, the rest only counted."""
+
+    keep: int
+    kept: bytearray = field(default_factory=bytearray)
+    total: int = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.keep - len(self.kept)
+        if room > 0:
+            self.kept += chunk[:room]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.keep
+
+    def text(self) -> str:
+        return self.kept.decode("utf-8", errors="replace")
+
+
+class _CappedOutput:
+    """Drains the runner's demultiplexed stdout and stderr in a thread, watching for a flood."""
+
+    def __init__(self, stream: Iterable[tuple[bytes | None, bytes | None]], limits: Limits) -> None:
+        self._stream = stream
+        self._flood = limits.flood_output_bytes
+        self.stdout = _CappedStream(limits.kept_output_bytes)
+        self.stderr = _CappedStream(limits.kept_output_bytes)
+        self.closed = threading.Event()
+        threading.Thread(target=self._drain, daemon=True, name="sandbox-output").start()
+
+    def _drain(self) -> None:
+        try:
+            for out, err in self._stream:
+                if out:
+                    self.stdout.add(out)
+                if err:
+                    self.stderr.add(err)
+        except Exception:  # the connection ends when the container goes
+            pass
+        finally:
+            self.closed.set()
+
+    @property
+    def flooded(self) -> bool:
+        return max(self.stdout.total, self.stderr.total) > self._flood
+
+    def close(self) -> None:
+        close = getattr(self._stream, "close", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                close()
+
+
+def read_output_archive(
+    chunks: Iterable[bytes], limit_bytes: int
+) -> tuple[bytes, dict[str, bytes], bool]:
+    """Events and tensor files from the tar stream of ``/out``; whether the result cap was hit.
+
+    Same contract as ``sandbox.outputs.collect_outputs``: only regular files named
+    ``events.jsonl`` and ``tensors/<name>`` count (links, devices and anything else are
+    skipped, never followed), the events file has its own cap and everything together at most
+    ``limit_bytes``. The stream itself is cut past what a full output volume could hold.
+    """
+    reader = _CappedReader(iter(chunks), 2 * (limit_bytes + _OUT_SLACK_BYTES))
+    events: bytes = b""
+    tensors: dict[str, bytes] = {}
+    over_limit = False
+    budget = limit_bytes
+    try:
+        with tarfile.open(fileobj=reader, mode="r|") as archive:
+            for member in archive:
+                name = _output_name(member.name)
+                if name is None or not member.isreg():
+                    continue
+                if name == probe_runner.EVENTS_FILE:
+                    if member.size > EVENTS_LIMIT_BYTES:
+                        over_limit = True
+                        continue
+                    events = _member_bytes(archive, member)
+                    budget -= len(events)
+                elif member.size > budget:
+                    over_limit = True
+                else:
+                    tensors[name] = _member_bytes(archive, member)
+                    budget -= member.size
+    except (tarfile.TarError, OSError):
+        # A cut or malformed stream: keep what was read before it.
+        over_limit = over_limit or reader.exhausted
+    if budget < 0:
+        over_limit = True
+    return events, dict(sorted(tensors.items())), over_limit or reader.exhausted
+
+
+def _output_name(archived: str) -> str | None:
+    """``events.jsonl`` or ``tensors/<file>`` from an archived path under ``out/``; else None."""
+    parts = archived.split("/")
+    if not parts or parts[0] != os.path.basename(OUT_MOUNT):
+        return None
+    rest = parts[1:]
+    if rest == [probe_runner.EVENTS_FILE]:
+        return probe_runner.EVENTS_FILE
+    if len(rest) == 2 and rest[0] == probe_runner.TENSORS_DIR and rest[1] not in {"", ".", ".."}:
+        return "/".join(rest)
+    return None
+
+
+def _member_bytes(archive: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    handle = archive.extractfile(member)
+    return handle.read() if handle is not None else b""
+
+
+class _CappedReader(io.RawIOBase):
+    """A file over an iterator of byte chunks that reads at most ``limit`` bytes."""
+
+    def __init__(self, chunks: Iterator[bytes], limit: int) -> None:
+        self._chunks = chunks
+        self._left = limit
+        self._buffer = b""
+        self.exhausted = False
+        """Whether the limit cut the stream."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target: Any) -> int:
+        while not self._buffer:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return 0
+            if len(chunk) > self._left:
+                chunk = chunk[: self._left]
+                self.exhausted = True
+            self._left -= len(chunk)
+            self._buffer = chunk
+            if not chunk and self.exhausted:
+                return 0
+        size = min(len(target), len(self._buffer))
+        target[:size] = self._buffer[:size]
+        self._buffer = self._buffer[size:]
+        return size

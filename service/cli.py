@@ -1,0 +1,94 @@
+"""The ``autograde`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from assignments import AssignmentError, list_assignments, load_assignment
+from grader.authoring import coverage_report
+from grader.pipeline import GradingPipeline, SandboxUnavailable
+from grader.report import render_report
+from sandbox import create_backend
+from sandbox.selection import choose_backend
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except AssignmentError as exc:
+        print(f"autograde: {exc}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="autograde", description=__doc__)
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    grade = commands.add_parser("grade", help="grade files locally and print the results")
+    grade.add_argument("--assignment", required=True, metavar="SLUG")
+    grade.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    grade.add_argument("--json", action="store_true", help="print only the results document")
+    grade.add_argument("--backend", choices=["auto", "local", "docker"], default="auto",
+                       help="sandbox: docker when an engine answers (auto), or local")
+    grade.add_argument("--seed", type=int, help="reuse a recorded seed (regrades)")
+    grade.set_defaults(handler=_grade)
+
+    assignments = commands.add_parser("assignments", help="list and verify assignments")
+    sub = assignments.add_subparsers(required=True, metavar="ACTION")
+    listing = sub.add_parser("list", help="the assignments this installation ships")
+    listing.set_defaults(handler=_list)
+    check = sub.add_parser("check", help="prove an assignment sound: mistake coverage table")
+    check.add_argument("slug")
+    check.add_argument("--seed", type=int, default=0)
+    check.set_defaults(handler=_check)
+    return parser
+
+
+def _grade(args: argparse.Namespace) -> int:
+    assignment = load_assignment(args.assignment)
+    files: dict[str, bytes] = {}
+    for path in args.files:
+        try:
+            files[path.name] = path.read_bytes()
+        except OSError as exc:
+            print(f"autograde: cannot read {path}: {exc.strerror}", file=sys.stderr)
+            return 2
+    name = args.backend if args.backend != "auto" else choose_backend(warn=sys.stderr)
+    backend = create_backend(name)
+    try:
+        document = GradingPipeline(backend=backend).grade(assignment, files, seed=args.seed)
+    except SandboxUnavailable as exc:
+        print(f"autograde: the sandbox failed, nothing was graded: {exc}", file=sys.stderr)
+        return 3
+    finally:
+        backend.close()
+    if args.json:
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(f"{assignment.title} — {', '.join(str(p) for p in args.files)}\n")
+        print(render_report(document))
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    for slug in list_assignments():
+        assignment = load_assignment(slug)
+        print(f"{slug:<24} {assignment.title}  ({len(assignment.checks)} checks, "
+              f"{assignment.max_score:g} points, {len(assignment.mistakes)} known mistakes)")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    report = coverage_report(load_assignment(args.slug), seed=args.seed)
+    print(report.render())
+    return 0 if report.sound else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,14 @@
+"""Mistake: q scaled in place (q /= sqrt(D)), which changes the caller's tensor."""
+import math
+
+import torch
+
+
+def attention(q, k, v, allowed):
+    if not allowed.any(dim=-1).all():
+        raise ValueError("no allowed key in some row")
+    q /= math.sqrt(q.shape[-1])
+    scores = q @ k.transpose(-2, -1)
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ v, weights

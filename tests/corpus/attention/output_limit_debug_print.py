@@ -1,0 +1,17 @@
+"""Output limit: a leftover debugging loop prints the weights forever."""
+import math
+
+import torch
+
+
+def attention(q, k, v, allowed):
+    if not allowed.any(dim=-1).all():
+        raise ValueError("no allowed key")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    step = 0
+    while True:
+        print(f"step {step}: weights =", weights.tolist())
+        step += 1
+    return weights @ v, weights

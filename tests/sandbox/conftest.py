@@ -1,0 +1,87 @@
+"""Sandbox test fixtures: a real Docker engine and backend, jobs to run in them.
+
+Docker tests need an engine and the image of this checkout. Where either is missing they are
+skipped with one loud line in the summary, except in CI (``CI=true``), where a docker test that
+cannot run is a failure: CI starts an engine (``scripts/ensure-docker.sh``) and builds the image
+(``make sandbox-image``) first. The ``docker_backend`` fixture is the hook for suites that run
+code through the real backend (the hostile-code suite).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from sandbox.docker_backend import (
+    DockerBackend,
+    DockerSettings,
+    SandboxUnavailable,
+    check_image,
+    connect,
+)
+
+_UNAVAILABLE: list[str] = []
+
+
+def _docker_unavailable(reason: str) -> None:
+    """Skip the test, or fail it in CI, where every docker test must run."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"docker test cannot run in CI: {reason}", pytrace=False)
+    if reason not in _UNAVAILABLE:
+        _UNAVAILABLE.append(reason)
+    pytest.skip(reason)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One loud line when docker tests were skipped, so a green run does not hide them."""
+    for reason in _UNAVAILABLE:
+        terminalreporter.write_sep(
+            "!",
+            f"DOCKER TESTS SKIPPED: {reason} "
+            "(run `bash scripts/ensure-docker.sh && make sandbox-image`)",
+            red=True,
+            bold=True,
+        )
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> docker.DockerClient:
+    """A client of a running engine whose sandbox image matches this checkout."""
+    try:
+        client = connect()
+        check_image(client, DockerSettings().image)
+    except SandboxUnavailable as exc:
+        _docker_unavailable(str(exc))
+    return client
+
+
+@pytest.fixture(scope="session")
+def docker_backend(docker_client: docker.DockerClient) -> Iterator[DockerBackend]:
+    """The Docker backend as production builds it (warm pool of 2), shared by the session."""
+    backend = DockerBackend(client=docker_client, settings=DockerSettings(pool_size=2))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def make_backend(
+    docker_client: docker.DockerClient, tmp_path: Path
+) -> Iterator[Callable[..., DockerBackend]]:
+    """Build a backend of one's own (closed after the test), e.g. with another pool size."""
+    built: list[DockerBackend] = []
+
+    def make(**settings: Any) -> DockerBackend:
+        settings.setdefault("workdir", tmp_path / f"work{len(built)}")
+        backend = DockerBackend(client=docker_client, settings=DockerSettings(**settings))
+        built.append(backend)
+        return backend
+
+    yield make
+    for backend in built:
+        backend.close()
+

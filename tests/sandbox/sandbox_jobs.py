@@ -1,0 +1,75 @@
+"""Jobs for the sandbox tests: an attention submission, its probe plan and inputs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from safetensors.torch import save
+
+from sandbox.base import Job
+
+ATTENTION = """
+import torch
+
+def attention(q, k, v, allowed):
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    weights = torch.softmax(scores, -1)
+    print("hello from the student")
+    return weights @ v, weights
+"""
+
+
+def attention_inputs() -> dict[str, torch.Tensor]:
+    """Fixed inputs of the ``attention`` probes (seeded: the same in every run)."""
+    generator = torch.Generator().manual_seed(0)
+    return {
+        "q": torch.randn(2, 5, 8, generator=generator),
+        "k": torch.randn(2, 7, 8, generator=generator),
+        "v": torch.randn(2, 7, 6, generator=generator),
+        "allowed": torch.ones(5, 7, dtype=torch.bool).tril(),
+        "upstream": torch.randn(2, 5, 6, generator=generator),
+    }
+
+
+def attention_call(call_id: str = "plain", target: str = "attention") -> dict[str, Any]:
+    """One probe call of ``target`` on the attention inputs, with a backward pass."""
+    tensor = {"tensor": "q", "grad": True}
+    return {
+        "id": call_id,
+        "target": target,
+        "args": [tensor, {**tensor, "tensor": "k"}, {**tensor, "tensor": "v"},
+                 {"tensor": "allowed"}],
+        "backward": {"output": 0, "grad": "upstream"},
+    }
+
+
+def make_job(
+    source: str = ATTENTION,
+    *,
+    calls: list[dict[str, Any]] | None = None,
+    call_timeout: float = 5,
+    inputs: Mapping[str, torch.Tensor] | None = None,
+    label: str = "test",
+) -> Job:
+    """A job of one submission file ``attention.py`` and a plan of ``calls``."""
+    plan = {
+        "entry": "attention.py",
+        "call_timeout": call_timeout,
+        "forbidden": ["torch.nn.functional.scaled_dot_product_attention"],
+        "calls": calls if calls is not None else [attention_call()],
+    }
+    return Job(
+        files={"attention.py": source.encode()},
+        plan_json=json.dumps(plan).encode(),
+        inputs_safetensors=save(dict(inputs if inputs is not None else attention_inputs())),
+        label=label,
+    )
+
+
+def events_of(raw: bytes) -> list[dict[str, Any]]:
+    """The runner's events as dicts."""
+    return [json.loads(line) for line in raw.decode().splitlines() if line.strip()]

@@ -1,0 +1,260 @@
+"""The Docker backend against a real engine: hardening, limits, outputs, and nothing left behind."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+import torch
+from safetensors.torch import load
+from sandbox_jobs import ATTENTION, attention_call, events_of, make_job
+
+from sandbox.base import Limits, RunResult, Termination
+from sandbox.docker_backend import DockerBackend, DockerSettings
+from sandbox.docker_pool import owner_id
+from sandbox.docker_sandbox import LABEL_OWNER, ContainerSpec, SandboxContainer
+from sandbox.local import LocalBackend
+
+pytestmark = pytest.mark.docker
+
+# Limits that differ from the warm pool's, so the run starts a cold container.
+COLD = Limits(wall_seconds=19.0)
+
+
+def _import_failure(result: RunResult) -> dict[str, Any]:
+    """The exception the submission raised at import, as the runner reported it."""
+    event = next(e for e in events_of(result.events) if e["event"] == "import")
+    assert event["status"] == "raised", event
+    exception: dict[str, Any] = event["exception"]
+    return exception
+
+
+def test_container_is_created_with_deny_by_default_settings(
+    docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    limits = Limits()
+    spec = ContainerSpec(image=DockerSettings().image, owner=owner_id(), workdir=tmp_path)
+    sandbox = SandboxContainer(docker_client, spec, limits, job=None, lifetime_seconds=120)
+    try:
+        sandbox.container.reload()
+        attrs = sandbox.container.attrs
+    finally:
+        sandbox.destroy()
+    host = attrs["HostConfig"]
+    assert host["NetworkMode"] == "none"
+    assert host["ReadonlyRootfs"] is True
+    assert host["CapDrop"] == ["ALL"]
+    assert "no-new-privileges" in host["SecurityOpt"]
+    assert host["Privileged"] is False
+    assert host["Init"] is True
+    assert host["Memory"] == host["MemorySwap"] == limits.memory_bytes
+    assert host["NanoCpus"] == int(limits.cpus * 1e9)
+    assert host["PidsLimit"] == limits.max_processes
+    ulimits = {u["Name"]: (u["Soft"], u["Hard"]) for u in host["Ulimits"]}
+    assert ulimits == {
+        "nofile": (limits.open_files, limits.open_files),
+        "fsize": (limits.file_size_bytes, limits.file_size_bytes),
+        "core": (0, 0),
+    }
+    assert f"size={limits.tmpfs_bytes}" in host["Tmpfs"]["/tmp"]
+    assert host["LogConfig"]["Config"]["max-size"]
+    assert attrs["Config"]["User"] == "65534:65534"
+    assert attrs["Config"]["Labels"][LABEL_OWNER] == spec.owner
+    mounts = {m["Destination"]: m for m in attrs["Mounts"]}
+    assert set(mounts) == {"/job", "/out"}
+    assert mounts["/job"]["Type"] == "bind" and mounts["/job"]["RW"] is False
+    assert mounts["/job"]["Source"] == str(sandbox.job_dir)
+    assert mounts["/out"]["Type"] == "volume"
+
+
+INSIDE = """
+import json, os, socket
+
+def writable(path):
+    try:
+        with open(path, "w") as handle:
+            handle.write("x")
+        return True
+    except OSError:
+        return False
+
+def connects(host, port):
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+raise RuntimeError(json.dumps({
+    "uid": os.getuid(),
+    "cap_eff": status["CapEff"].strip(),
+    "no_new_privs": status["NoNewPrivs"].strip(),
+    "writable": [p for p in ("/evil", "/job/evil", "/usr/evil", "/tmp/ok") if writable(p)],
+    "interfaces": sorted(name for _, name in socket.if_nameindex()),
+    "redis": connects("127.0.0.1", 6379),
+    "environment": sorted(os.environ),
+    "job": sorted(os.listdir("/job")),
+}))
+"""
+
+
+def test_student_code_sees_a_locked_down_machine(docker_backend: DockerBackend) -> None:
+    result = docker_backend.run(make_job(INSIDE), Limits())
+    assert result.termination is Termination.EXITED
+    facts = json.loads(_import_failure(result)["message"])
+    assert facts["uid"] == 65534
+    assert int(facts["cap_eff"], 16) == 0
+    assert facts["no_new_privs"] == "1"
+    assert facts["writable"] == ["/tmp/ok"]
+    assert facts["interfaces"] == ["lo"]
+    assert facts["redis"] is False
+    assert not any("SECRET" in name or "PASSWORD" in name for name in facts["environment"])
+    assert facts["job"] == ["inputs.safetensors", "plan.json", "submission"]
+
+
+def _comparable(raw: bytes) -> list[dict[str, Any]]:
+    """Events without their timings, which differ from run to run."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k != "seconds"}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return [strip(event) for event in events_of(raw)]
+
+
+@pytest.mark.parametrize("limits", [Limits(), COLD], ids=["warm", "cold"])
+def test_a_normal_job_returns_what_the_local_backend_returns(
+    docker_backend: DockerBackend, limits: Limits
+) -> None:
+    job = make_job(calls=[attention_call("first"), attention_call("second")])
+    local = LocalBackend().run(job, limits)
+    result = docker_backend.run(job, limits)
+    assert result.termination is Termination.EXITED, result.detail
+    assert result.exit_code == 0
+    assert ("(warm)" in result.detail) == (limits == docker_backend.pool.limits)
+    assert _comparable(result.events) == _comparable(local.events)
+    assert result.stdout == local.stdout == "hello from the student\n" * 2
+    assert result.tensor_files.keys() == local.tensor_files.keys()
+    for name, content in result.tensor_files.items():
+        ours, theirs = load(content), load(local.tensor_files[name])
+        assert ours.keys() == theirs.keys()
+        assert all(torch.equal(ours[key], theirs[key]) for key in ours)
+
+
+def test_the_wall_clock_deadline_ends_the_run_and_keeps_finished_calls(
+    docker_backend: DockerBackend,
+) -> None:
+    source = ATTENTION + "\ndef spin(*args):\n    while True:\n        pass\n"
+    job = make_job(
+        source, calls=[attention_call("fast"), attention_call("slow", "spin")], call_timeout=60
+    )
+    result = docker_backend.run(job, Limits(wall_seconds=3))
+    assert result.termination is Termination.TIME_LIMIT
+    assert 3 <= result.wall_seconds < 5
+    calls = [e for e in events_of(result.events) if e["event"] == "call"]
+    assert [(c["id"], c["status"]) for c in calls] == [("fast", "ok")]
+    assert result.tensor_files
+
+
+def test_a_memory_bomb_is_reported_as_memory_limit(docker_backend: DockerBackend) -> None:
+    source = "import torch\nhog = torch.ones(1 << 28)  # 1 GiB, touched\n"
+    result = docker_backend.run(make_job(source), Limits(memory_bytes=256 << 20))
+    assert result.termination is Termination.MEMORY_LIMIT
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_an_output_flood_is_reported_as_output_limit(
+    docker_backend: DockerBackend, stream: str
+) -> None:
+    source = f"import sys\nwhile True:\n    print('x' * 10000, file=sys.{stream})\n"
+    limits = Limits(flood_output_bytes=2 << 20)
+    result = docker_backend.run(make_job(source), limits)
+    assert result.termination is Termination.OUTPUT_LIMIT
+    assert result.wall_seconds < 10
+    assert result.output_truncated
+    assert len(getattr(result, stream)) == limits.kept_output_bytes
+
+
+def test_results_over_the_limit_are_reported_as_output_limit(
+    docker_backend: DockerBackend,
+) -> None:
+    source = ATTENTION + "\ndef huge(*args):\n    return torch.zeros(1 << 20)\n"
+    job = make_job(source, calls=[attention_call("huge", "huge")])
+    result = docker_backend.run(job, Limits(result_bytes=1 << 20))
+    assert result.termination is Termination.OUTPUT_LIMIT
+    assert result.tensor_files == {}
+
+
+def test_links_in_the_output_channel_are_not_followed(
+    docker_backend: DockerBackend, tmp_path: Path
+) -> None:
+    secret = tmp_path / "0000.safetensors"
+    secret.write_text("HOST-SECRET")
+    source = f"""
+import os
+os.remove("/out/events.jsonl")
+os.symlink({str(secret)!r}, "/out/events.jsonl")
+os.rmdir("/out/tensors")
+os.symlink({str(tmp_path)!r}, "/out/tensors")
+os.link("/out/ready", "/out/hard")
+os._exit(0)
+"""
+    result = docker_backend.run(make_job(source), Limits())
+    assert result.termination is Termination.EXITED
+    assert result.events == b""
+    assert result.tensor_files == {}
+    assert secret.read_text() == "HOST-SECRET"
+
+
+def test_an_engine_failure_is_a_sandbox_error_and_leaves_nothing(
+    make_backend: Callable[..., DockerBackend], docker_client: docker.DockerClient
+) -> None:
+    backend = make_backend(pool_size=0, runtime="no-such-runtime")
+    result = backend.run(make_job(), Limits())
+    assert result.termination is Termination.SANDBOX_ERROR
+    assert "no-such-runtime" in result.detail
+    backend.close()
+    assert _left_behind(docker_client, backend) == ([], [], [])
+
+
+def _left_behind(
+    client: docker.DockerClient, backend: DockerBackend
+) -> tuple[list[str], list[str], list[str]]:
+    """Containers, volumes and input directories of ``backend`` that still exist."""
+    selector = {"label": f"{LABEL_OWNER}={backend.owner}"}
+    return (
+        [c.name for c in client.containers.list(all=True, filters=selector)],
+        [v.name for v in client.volumes.list(filters=selector)],
+        [p.name for p in backend.settings.workdir.iterdir()],
+    )
+
+
+def test_no_container_volume_or_directory_is_left_behind(
+    make_backend: Callable[..., DockerBackend], docker_client: docker.DockerClient
+) -> None:
+    backend = make_backend(pool_size=1)
+    spin = "while True:\n    pass\n"
+    flood = "while True:\n    print('x' * 10000)\n"
+    outcomes = [
+        backend.run(make_job(), Limits()).termination,
+        backend.run(make_job(), COLD).termination,
+        backend.run(make_job(spin), Limits(wall_seconds=2)).termination,
+        backend.run(make_job(flood), Limits(flood_output_bytes=1 << 20)).termination,
+        backend.run(make_job("import os\nos.kill(1, 15)\n"), Limits()).termination,
+    ]
+    assert outcomes[:4] == [
+        Termination.EXITED,
+        Termination.EXITED,
+        Termination.TIME_LIMIT,
+        Termination.OUTPUT_LIMIT,
+    ]
+    backend.close()
+    assert _left_behind(docker_client, backend) == ([], [], [])
