@@ -98,6 +98,8 @@ def _failure(student: CallOutcome, reference: CallOutcome) -> tuple[str, str]:
             return "time-limit", ""
         if got.raised is not None and got.raised.memory_error:
             return "memory-limit", ""
+        if got.raised is not None and got.raised.at_call_boundary:
+            return "interface-error", f"the call failed: {got.raised.message}"
         problem = structure_problem(got, want)
         if problem:
             return "interface-error", problem

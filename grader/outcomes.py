@@ -50,7 +50,17 @@ class Raised:
 
     @property
     def memory_error(self) -> bool:
-        return self.type == "MemoryError"
+        """Out of memory: Python's MemoryError, or torch's allocator refusing at the limit."""
+        if self.type == "MemoryError":
+            return True
+        return self.type == "RuntimeError" and any(
+            sign in self.message for sign in ("can't allocate memory", "not enough memory"))
+
+    @property
+    def at_call_boundary(self) -> bool:
+        """A TypeError raised by the call itself (no frame in the student's files): the
+        function or class does not accept the contract's arguments."""
+        return self.type == "TypeError" and not self.frames
 
 
 @dataclass(frozen=True)
