@@ -93,6 +93,11 @@ def _unusable(student: CallOutcome, reference: CallOutcome) -> str | None:
             return f"it raised {got.raised.type}: {_short(got.raised.message)}"
         if got.status == "timeout":
             return "the call did not finish within its time budget."
+        # A return value of the wrong form passes nothing, not even "inputs unchanged":
+        # a submission that does nothing must not collect points.
+        problem = structure_problem(got, want)
+        if problem:
+            return problem
     if len(student.forwards) < len(reference.forwards):
         return "the call stopped before all of its steps ran."
     return None

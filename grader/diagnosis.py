@@ -270,8 +270,7 @@ def _value_findings(data: DiagnosisInput, explanation: _Explanation) -> list[Fin
     if raised_unexpectedly:
         first = data.student[raised_unexpectedly[0]].first_raised
         assert first is not None
-        findings.append(Finding("runtime-error", tuple(raised_unexpectedly),
-                                f"{first.type}: {first.message}"))
+        findings.append(Finding("runtime-error", tuple(raised_unexpectedly), first.summary()))
     wrong = [c for c in explanation.unexplained if c not in raised_unexpectedly]
     if wrong:
         findings.append(Finding("wrong-output", tuple(wrong)))

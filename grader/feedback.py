@@ -167,7 +167,7 @@ CATALOGUE: Mapping[str, CodeText] = {
         "Fix the syntax error at the line and column given; run the file locally first."),
     "runtime-error": CodeText(
         "your code raised an error",
-        "On {input}, your code raised {detail}",
+        "On {input}, your code raised {detail}.",
         "Read the traceback from the bottom line of your own file; reproduce the call "
         "locally with the same shapes."),
     "time-limit": CodeText(

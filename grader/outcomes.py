@@ -56,6 +56,15 @@ class Raised:
         return self.type == "RuntimeError" and any(
             sign in self.message for sign in ("can't allocate memory", "not enough memory"))
 
+    def summary(self) -> str:
+        """Type, first line of the message, and the student's line it came from."""
+        message = self.message.strip().splitlines()[0][:300] if self.message.strip() else ""
+        text = f"{self.type}: {message}" if message else self.type
+        if self.frames:
+            frame = self.frames[-1]
+            text += f" (in {frame.file}, line {frame.line}, in {frame.function}: `{frame.code}`)"
+        return text
+
     @property
     def at_call_boundary(self) -> bool:
         """A TypeError raised by the call itself (no frame in the student's files): the

@@ -151,10 +151,7 @@ def _import_failure(run: SubmissionRun) -> tuple[str, str] | None:
         error = run.import_error
         if error.memory_error:
             return "memory-limit", "Importing your file ran out of memory."
-        where = f" ({error.frames[-1].file}, line {error.frames[-1].line}: " \
-                f"`{error.frames[-1].code}`)" if error.frames else ""
-        return "runtime-error", f"Importing your file raised {error.type}: " \
-                                f"{error.message.strip()[:300]}{where}"
+        return "runtime-error", f"Importing your file raised {error.summary()}"
     if _nothing_ran(run):
         code = _lost_code(run)
         return code, {

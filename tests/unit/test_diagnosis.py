@@ -1,0 +1,60 @@
+"""Diagnosis by behaviour: each known mistake, and pairs of them, get exactly their own codes.
+
+The variants run in process here (they are our own code); the corpus and hostile suites cover
+independently written submissions through the sandbox.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from assignments import Assignment, load_assignment
+from grader.authoring import coverage_report
+from grader.outcomes import run_in_process
+from grader.pipeline import judge_outcomes, use_one_thread
+
+
+def _codes(assignment: Assignment, mistakes: set[str], seed: int) -> tuple[set[str], float]:
+    use_one_thread()
+    plan = assignment.build_plan(seed)
+    student = run_in_process(assignment.reference(frozenset(mistakes)), plan)
+    scored, diagnoses = judge_outcomes(assignment, plan, student)
+    return {d.code for d in diagnoses}, sum(score for _, _, score in scored)
+
+
+@pytest.mark.parametrize("slug", ["attention", "multi-head-attention"])
+@pytest.mark.parametrize("seed", [11, 12])
+def test_every_single_mistake_gets_exactly_its_code_and_loses_points(slug: str, seed: int) -> None:
+    assignment = load_assignment(slug)
+    assert _codes(assignment, set(), seed) == (set(), assignment.max_score)
+    for mistake in assignment.mistakes:
+        codes, score = _codes(assignment, {mistake.id}, seed)
+        assert codes == {mistake.code}, mistake.id
+        assert score < assignment.max_score, mistake.id
+
+
+@pytest.mark.parametrize(("slug", "pair"), [
+    ("attention", {"softmax-wrong-axis", "missing-scale"}),
+    ("attention", {"mask-inverted", "wrong-scale-d"}),
+    ("multi-head-attention", {"reshape-without-transpose", "wrong-scale-d-model"}),
+    ("multi-head-attention", {"causal-leak", "missing-out-proj"}),
+    ("multi-head-attention", {"padding-ignored", "causal-off-by-one"}),
+])
+def test_two_mistakes_get_both_codes(slug: str, pair: set[str]) -> None:
+    assignment = load_assignment(slug)
+    codes, _ = _codes(assignment, pair, seed=21)
+    assert codes == {assignment.mistake(m).code for m in pair}
+
+
+def test_three_mistakes_are_named_per_scenario_without_guessing(attention: Assignment) -> None:
+    codes, score = _codes(attention, {"softmax-wrong-axis", "missing-scale", "mask-fill-zero"}, 4)
+    assert {"softmax-wrong-axis", "missing-scale"} <= codes
+    assert codes <= {"softmax-wrong-axis", "missing-scale", "mask-fill-zero", "wrong-output"}
+    assert score < attention.max_score
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("slug", ["attention", "multi-head-attention"])
+def test_assignment_check_is_sound_for_every_co_occurring_pair(slug: str) -> None:
+    report = coverage_report(load_assignment(slug), seed=31)
+    assert report.sound, report.render()
