@@ -44,6 +44,8 @@ class Finding:
     """A specific observation (an exception, the mutated argument...) for the message."""
     mistake: str = ""
     """The known-mistake variant that reproduced it, when one did."""
+    variant: str = ""
+    """What that variant does, in words."""
 
 
 @dataclass(frozen=True)
@@ -261,8 +263,11 @@ def _value_findings(data: DiagnosisInput, explanation: _Explanation) -> list[Fin
     findings = []
     for mistake in data.mistakes:
         if mistake.id in by_mistake:
-            findings.append(Finding(mistake.code, tuple(by_mistake[mistake.id]),
-                                    mistake=mistake.id))
+            # Illustrate with a call that returned values: the mistake shows best there.
+            calls = sorted(by_mistake[mistake.id],
+                           key=lambda c: data.student[c].first_raised is not None)
+            findings.append(Finding(mistake.code, tuple(calls), mistake=mistake.id,
+                                    variant=mistake.description))
     raised_unexpectedly = [
         call_id for call_id in explanation.unexplained
         if (raised := data.student[call_id].first_raised) is not None
@@ -378,5 +383,6 @@ def _merge(findings: list[Finding]) -> list[Finding]:
             continue
         calls = known.calls + tuple(c for c in finding.calls if c not in known.calls)
         merged[finding.code] = Finding(finding.code, calls, known.detail or finding.detail,
-                                       known.mistake or finding.mistake)
+                                       known.mistake or finding.mistake,
+                                       known.variant or finding.variant)
     return list(merged.values())

@@ -19,8 +19,12 @@ from grader.diagnosis import Finding
 class CodeText:
     title: str
     message: str
-    """What we observed; ``{input}`` is the first input it was seen on, ``{detail}`` specifics."""
+    """What we observed. ``{input}``: the input it was seen on; ``{detail}``: the observation
+    (the finding's own, else that of a failed check of kind ``evidence``); ``{variant}``: what
+    the known-mistake variant that reproduced the outputs does."""
     hint: str
+    evidence: str = ""
+    """The check kind whose observation best shows this mistake."""
 
 
 CATALOGUE: Mapping[str, CodeText] = {
@@ -29,7 +33,7 @@ CATALOGUE: Mapping[str, CodeText] = {
         "On {input}, your weights are normalised over the queries instead of over the keys: "
         "each column sums to 1, not each row.",
         "Each query distributes its attention over the keys. Which axis of the score matrix "
-        "(..., T, S) indexes the keys?"),
+        "(..., T, S) indexes the keys?", evidence="weights-sum-to-one"),
     "missing-scale": CodeText(
         "scores not scaled",
         "On {input}, your outputs match attention computed without dividing the scores by "
@@ -38,8 +42,7 @@ CATALOGUE: Mapping[str, CodeText] = {
         "the query and key vectors."),
     "wrong-scale": CodeText(
         "scores scaled by the wrong factor",
-        "On {input}, your outputs match attention whose scores are divided by the wrong "
-        "factor ({detail}).",
+        "On {input}, your outputs match attention whose {variant}.",
         "The scale comes from the dimension of the vectors in each dot product: the query/key "
         "size of one head, under a square root. Sequence lengths play no part."),
     "mask-inverted": CodeText(
@@ -55,42 +58,44 @@ CATALOGUE: Mapping[str, CodeText] = {
     "mask-after-softmax": CodeText(
         "mask applied after softmax",
         "On {input}, blocked keys get zero weight but the remaining weights of a query no "
-        "longer sum to 1: the mask was applied after normalising.",
+        "longer sum to 1 ({detail}): the mask was applied after normalising.",
         "Masking must happen to the scores, before softmax, so that the allowed keys share the "
-        "whole probability mass."),
+        "whole probability mass.", evidence="weights-sum-to-one"),
     "mask-fill-zero": CodeText(
         "blocked scores set to 0",
-        "On {input}, blocked keys still receive weight: their scores were set to 0, which is an "
-        "ordinary score, not 'impossible'.",
-        "exp(0) = 1. Which score value makes softmax give a key exactly zero weight?"),
+        "On {input}, blocked keys still receive weight ({detail}): their scores were set to 0, "
+        "which is an ordinary score, not 'impossible'.",
+        "exp(0) = 1. Which score value makes softmax give a key exactly zero weight?",
+        evidence="blocked-keys-zero"),
     "all-masked-row": CodeText(
         "no error for a query with no allowed key",
-        "On {input}, a query row with no allowed key did not raise ValueError ({detail}).",
+        "On {input}: {detail}",
         "Softmax over a row where every key is blocked is undefined. Detect such rows and "
         "raise ValueError with a clear message instead of returning NaN, zeros or a uniform "
-        "row."),
+        "row.", evidence="raises-value-error"),
     "gradient-blocked": CodeText(
         "gradients do not arrive",
         "On {input}, {detail}.",
         "Something cut the autograd graph: .detach(), .data, torch.no_grad(), .item() or a "
-        "round trip through NumPy or Python numbers. Keep every step in torch operations."),
+        "round trip through NumPy or Python numbers. Keep every step in torch operations.",
+        evidence="gradients-flow"),
     "gradient-wrong": CodeText(
         "gradients are wrong",
-        "On {input}, the forward values are as expected but the gradients differ from the "
-        "reference's.",
+        "On {input}, the forward values are as expected but {detail}",
         "If you wrote a custom autograd Function, check its backward against "
         "torch.autograd.gradcheck in float64; otherwise let autograd differentiate your "
-        "forward."),
+        "forward.", evidence="gradients-match"),
     "input-mutated": CodeText(
         "an input was modified",
         "On {input}, your function changed {detail} in place.",
         "Callers do not expect their tensors to change. Use out-of-place operations "
-        "(x = x * s, masked_fill) instead of in-place ones (x *= s, masked_fill_)."),
+        "(x = x * s, masked_fill) instead of in-place ones (x *= s, masked_fill_).",
+        evidence="inputs-unchanged"),
     "dtype-changed": CodeText(
         "output dtype differs from the input dtype",
-        "On {input}, your output's dtype is not the input's ({detail}).",
+        "On {input}, {detail}: the output dtype must be the input's.",
         "Avoid hard-coded dtypes: create helper tensors with dtype=x.dtype (or torch.*_like) "
-        "and do not cast the result."),
+        "and do not cast the result.", evidence="dtype-preserved"),
     "reshape-without-transpose": CodeText(
         "heads split without a transpose",
         "On {input}, your outputs match splitting heads by reshaping (B, T, D) straight to "
@@ -110,12 +115,13 @@ CATALOGUE: Mapping[str, CodeText] = {
         "Each head attends separately over its own slice of the projected features."),
     "causal-leak": CodeText(
         "causal mask leaks the future",
-        "With causal=True on {input}, {detail}",
+        "On {input}: {detail}",
         "With causal attention, query i may only see keys 0..i. Check the triangle you keep "
-        "and that the causal mask is combined with the other masks."),
+        "and that the causal mask is combined with the other masks.", evidence="causal-no-leak"),
     "causal-off-by-one": CodeText(
         "causal mask hides the current position",
-        "With causal=True on {input}, a query cannot attend to its own position.",
+        "On {input}, a query cannot attend to its own position: your outputs match a causal "
+        "mask that hides the diagonal.",
         "Query i sees keys 0..i, including i itself: check the diagonal of your triangle."),
     "padding-ignored": CodeText(
         "key padding mask has no effect",
@@ -129,7 +135,7 @@ CATALOGUE: Mapping[str, CodeText] = {
     "projection-mixup": CodeText(
         "a projection used for the wrong role",
         "On {input}, your outputs match an attention in which one projection was used in "
-        "place of another ({detail}).",
+        "place of another ({variant}).",
         "Queries come from q_proj, keys from k_proj, values from v_proj: check each line."),
     "key-value-ignored": CodeText(
         "cross-attention ignores key_value",
@@ -138,9 +144,9 @@ CATALOGUE: Mapping[str, CodeText] = {
         "queries come from query."),
     "dropout-in-eval": CodeText(
         "dropout active in eval mode",
-        "On {input}, after eval() two forwards on the same input differ, or differ from the "
-        "expected values.",
-        "Dropout belongs to training only: respect self.training (nn.Dropout does)."),
+        "On {input}: {detail}",
+        "Dropout belongs to training only: respect self.training (nn.Dropout does).",
+        evidence="deterministic-in-eval"),
     "missing-validation": CodeText(
         "invalid head count accepted",
         "{input}: the constructor accepted it instead of raising ValueError.",
@@ -206,7 +212,7 @@ def diagnoses_from(findings: Sequence[Finding], plan: ProbePlan,
     for finding in findings:
         text = CATALOGUE[finding.code]
         first = plan.call(finding.calls[0]).describe if finding.calls else "your submission"
-        detail = finding.detail or _detail_from_checks(finding, checks)
+        detail = finding.detail or _detail_from_checks(finding, checks, text.evidence)
         tests = tuple(
             check.number for check, verdict in checks
             if set(finding.calls) & set(verdict.failing_calls)
@@ -214,16 +220,19 @@ def diagnoses_from(findings: Sequence[Finding], plan: ProbePlan,
         )
         diagnoses.append(Diagnosis(
             finding.code,
-            text.message.format(input=first, detail=detail).replace(" ()", ""),
+            text.message.format(input=first, detail=detail, variant=finding.variant),
             text.hint,
             tests,
         ))
     return diagnoses
 
 
-def _detail_from_checks(finding: Finding, checks: Sequence[tuple[CheckSpec, CheckVerdict]]) -> str:
-    for _check, verdict in checks:
+def _detail_from_checks(finding: Finding, checks: Sequence[tuple[CheckSpec, CheckVerdict]],
+                        kind: str) -> str:
+    """The observation of a failed check on the finding's calls, preferring ``kind``."""
+    for _check, verdict in sorted(checks, key=lambda pair: pair[0].kind != kind):
         if not verdict.passed and set(finding.calls) & set(verdict.failing_calls):
             observation = verdict.observation
-            return observation.split(": ", 1)[1] if ": " in observation else observation
+            observation = observation.split(": ", 1)[1] if ": " in observation else observation
+            return observation.rstrip(".")
     return ""

@@ -13,6 +13,7 @@ B, H, T, S, D, DV = 2, 3, 5, 7, 8, 6
 # Larger than unit scores make softmax sharp enough that each known mistake moves the
 # outputs far beyond the comparison tolerance.
 SCALE = 1.5
+ARGUMENT_NAMES = {"arg0": "q", "arg1": "k", "arg2": "v", "arg3": "allowed"}
 
 
 def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
@@ -40,7 +41,8 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
         dtype_name = "float64" if dtype is torch.float64 else "float32"
         describe = (f"q {shape_of(bank, q)}, k {shape_of(bank, k)}, v {shape_of(bank, v)} "
                     f"({dtype_name}) with {what} `allowed` {shape_of(bank, mask)}")
-        calls.append(ProbeCall(name, spec, group, describe, meta={"mask": mask}))
+        calls.append(ProbeCall(name, spec, group, describe,
+                               meta={"mask": mask, "argument_names": ARGUMENT_NAMES}))
 
     add("plain", "plain", (B,), bank.add("plain.allowed", torch.ones(T, S, dtype=torch.bool)),
         what="an all-True")

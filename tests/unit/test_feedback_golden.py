@@ -1,0 +1,65 @@
+"""Golden files for the feedback a student reads, one per assignment.
+
+A change of wording shows up as a diff to review. Regenerate deliberately with
+``AUTOGRADE_UPDATE_GOLDEN=1 pytest tests/unit/test_feedback_golden.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from assignments import load_assignment
+from grader.feedback import CATALOGUE
+from grader.outcomes import run_in_process
+from grader.pipeline import judge_outcomes, use_one_thread
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+SEED = 2024
+
+
+def _feedback(slug: str) -> str:
+    use_one_thread()
+    assignment = load_assignment(slug)
+    plan = assignment.build_plan(SEED)
+    blocks = []
+    for mistake in assignment.mistakes:
+        student = run_in_process(assignment.reference(frozenset({mistake.id})), plan)
+        scored, diagnoses = judge_outcomes(assignment, plan, student)
+        lines = [f"== {mistake.id} (score {sum(s for _, _, s in scored):g}) =="]
+        for check, verdict, _ in scored:
+            if not verdict.passed:
+                lines.append(f"  check {check.number} failed: {verdict.observation}")
+        for diagnosis in diagnoses:
+            lines.append(f"  [{diagnosis.code}] tests {', '.join(diagnosis.tests)}")
+            lines.append(f"    {diagnosis.message}")
+            lines.append(f"    Hint: {diagnosis.hint}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"
+
+
+@pytest.mark.parametrize("slug", ["attention", "multi-head-attention"])
+def test_feedback_text_matches_golden_file(slug: str) -> None:
+    path = GOLDEN / f"{slug}-feedback.txt"
+    text = _feedback(slug)
+    if os.environ.get("AUTOGRADE_UPDATE_GOLDEN") == "1":
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8")
+
+
+def test_every_spec_code_has_a_message_and_a_hint() -> None:
+    spec_codes = {
+        "softmax-wrong-axis", "missing-scale", "wrong-scale", "mask-inverted", "mask-ignored",
+        "mask-after-softmax", "mask-fill-zero", "all-masked-row", "gradient-blocked",
+        "gradient-wrong", "input-mutated", "dtype-changed", "reshape-without-transpose",
+        "merge-without-transpose", "heads-not-split", "causal-leak", "causal-off-by-one",
+        "padding-ignored", "missing-out-proj", "projection-mixup", "key-value-ignored",
+        "dropout-in-eval", "missing-validation", "forbidden-api", "wrong-output",
+        "interface-error", "syntax-error", "runtime-error", "time-limit", "memory-limit",
+        "output-limit",
+    }
+    assert set(CATALOGUE) == spec_codes
+    for code, text in CATALOGUE.items():
+        assert text.message and text.hint and text.title, code
