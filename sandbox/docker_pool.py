@@ -72,6 +72,13 @@ class WarmPool:
                 self._starting += 1
                 self._starter.submit(self._start_one)
 
+    def wait_until_full(self, timeout_seconds: float) -> bool:
+        """Wait until ``size`` containers are ready; whether they are (e.g. before measuring)."""
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: len(self._ready) >= self.size or self._closed, timeout_seconds
+            )
+
     def take(self, limits: Limits) -> SandboxContainer | None:
         """A ready container for a run with ``limits``, or None (then the caller starts one cold).
 
@@ -194,15 +201,17 @@ class Janitor:
         selector = {"label": f"{LABEL_ROLE}={ROLE_SANDBOX}"}
         removed = 0
         live: set[str] = set()
-        for container in self._client.containers.list(all=True, filters=selector):
-            if _abandoned(container.labels, now):
+        # The low-level listing: the high-level one inspects each container and fails on one
+        # that a worker removes meanwhile.
+        for container in self._client.api.containers(all=True, filters=selector):
+            if _abandoned(container.get("Labels") or {}, now):
                 try:
-                    container.remove(force=True)
+                    self._client.api.remove_container(container["Id"], force=True)
                     removed += 1
                 except docker.errors.NotFound:
                     pass
             else:
-                live.add(container.name)
+                live.update(name.lstrip("/") for name in container.get("Names") or [])
         for volume in self._client.volumes.list(filters=selector):
             labels = volume.attrs.get("Labels") or {}
             if volume.name not in live and _abandoned(labels, now):

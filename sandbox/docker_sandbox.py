@@ -125,12 +125,19 @@ def hardening_options(limits: Limits, *, runtime: str | None) -> dict[str, Any]:
 
 
 def out_volume_bytes(limits: Limits) -> int:
-    """Size of the output tmpfs: room past the result limit, so that going over it is seen.
+    """Size of the output tmpfs: the result limit plus one more file, and bookkeeping.
 
-    A volume just the size of the limit would fail the runner's write instead, and the run
-    would look like one that returned nothing. Either way the memory limit bounds it.
+    Every file is at most ``file_size_bytes`` (an rlimit), so the volume fills up only once the
+    files in it are over the result limit, which the host then sees, as the local backend
+    would. A volume just the size of the limit would fail the runner's write instead, and the
+    run would look like one that returned nothing. The memory limit bounds it either way.
     """
-    return 2 * limits.result_bytes + _OUT_SLACK_BYTES
+    return limits.result_bytes + limits.file_size_bytes + _OUT_SLACK_BYTES
+
+
+def out_archive_bytes(limits: Limits) -> int:
+    """Most bytes the tar stream of a full output volume can take (data plus headers)."""
+    return out_volume_bytes(limits) + _OUT_INODES * 2 * tarfile.BLOCKSIZE
 
 
 def runner_command(*, warm: bool) -> list[str]:
@@ -313,7 +320,9 @@ class SandboxContainer:
         except docker.errors.APIError:
             # The container is gone (the student stopped its init): nothing came back.
             return b"", {}, False
-        return read_output_archive(chunks, self.limits.result_bytes)
+        return read_output_archive(
+            chunks, self.limits.result_bytes, stream_limit=out_archive_bytes(self.limits)
+        )
 
     def destroy(self) -> None:
         """Remove the container, its volume and its input directory (idempotent, never raises)."""
@@ -397,16 +406,17 @@ class _CappedOutput:
 
 
 def read_output_archive(
-    chunks: Iterable[bytes], limit_bytes: int
+    chunks: Iterable[bytes], limit_bytes: int, *, stream_limit: int
 ) -> tuple[bytes, dict[str, bytes], bool]:
     """Events and tensor files from the tar stream of ``/out``; whether the result cap was hit.
 
     Same contract as ``sandbox.outputs.collect_outputs``: only regular files named
     ``events.jsonl`` and ``tensors/<name>`` count (links, devices and anything else are
     skipped, never followed), the events file has its own cap and everything together at most
-    ``limit_bytes``. The stream itself is cut past what a full output volume could hold.
+    ``limit_bytes``. The stream itself is cut at ``stream_limit`` bytes, past what a full
+    output volume could hold.
     """
-    reader = _CappedReader(iter(chunks), 2 * (limit_bytes + _OUT_SLACK_BYTES))
+    reader = _CappedReader(iter(chunks), stream_limit)
     events: bytes = b""
     tensors: dict[str, bytes] = {}
     over_limit = False

@@ -26,6 +26,10 @@ def _archive(*members: tuple[str, bytes | tarfile.TarInfo]) -> list[bytes]:
     return [data[start : start + 1000] for start in range(0, len(data), 1000)]
 
 
+def _read(chunks: list[bytes], limit: int) -> tuple[bytes, dict[str, bytes], bool]:
+    return read_output_archive(chunks, limit, stream_limit=64 << 20)
+
+
 def _special(kind: bytes, target: str = "") -> tarfile.TarInfo:
     info = tarfile.TarInfo()
     info.type = kind
@@ -34,7 +38,7 @@ def _special(kind: bytes, target: str = "") -> tarfile.TarInfo:
 
 
 def test_regular_files_with_runner_names_are_read() -> None:
-    events, tensors, over = read_output_archive(
+    events, tensors, over = _read(
         _archive(
             ("out/events.jsonl", b'{"event": "done"}\n'),
             ("out/tensors/0001.safetensors", b"one"),
@@ -52,7 +56,7 @@ def test_regular_files_with_runner_names_are_read() -> None:
 
 
 def test_links_devices_and_stray_paths_are_skipped() -> None:
-    events, tensors, over = read_output_archive(
+    events, tensors, over = _read(
         _archive(
             ("out/events.jsonl", _special(tarfile.SYMTYPE, "/etc/shadow")),
             ("out/tensors/0000.safetensors", _special(tarfile.LNKTYPE, "out/ready")),
@@ -70,7 +74,7 @@ def test_links_devices_and_stray_paths_are_skipped() -> None:
 
 
 def test_results_over_the_limit_are_reported() -> None:
-    events, tensors, over = read_output_archive(
+    events, tensors, over = _read(
         _archive(
             ("out/events.jsonl", b"e" * 100),
             ("out/tensors/0000.safetensors", b"a" * 600),
@@ -84,7 +88,7 @@ def test_results_over_the_limit_are_reported() -> None:
 
 
 def test_an_oversized_events_file_is_dropped() -> None:
-    events, _, over = read_output_archive(
+    events, _, over = _read(
         _archive(("out/events.jsonl", b"x" * (EVENTS_LIMIT_BYTES + 1))), 64 << 20
     )
     assert events == b""
@@ -101,7 +105,7 @@ def test_a_stream_longer_than_any_volume_is_not_read_to_its_end() -> None:
             consumed += len(chunk)
             yield chunk
 
-    _, tensors, over = read_output_archive(counted(), 1 << 10)
+    _, tensors, over = read_output_archive(counted(), 1 << 10, stream_limit=4 << 20)
     assert tensors == {}
     assert over
     assert consumed < 8 << 20
@@ -109,5 +113,5 @@ def test_a_stream_longer_than_any_volume_is_not_read_to_its_end() -> None:
 
 def test_a_malformed_stream_yields_what_came_before() -> None:
     chunks = _archive(("out/events.jsonl", b"{}\n"))
-    events, _, _ = read_output_archive([*chunks, b"\x00garbage" * 100], 1 << 20)
+    events, _, _ = _read([*chunks, b"\x00garbage" * 100], 1 << 20)
     assert events == b"{}\n"
