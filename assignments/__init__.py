@@ -8,6 +8,7 @@ loaded here, by the grader, and are never copied into a sandbox or served.
 
 from __future__ import annotations
 
+from assignments.loader import ASSIGNMENTS_ROOT, AssignmentError, list_assignments, load_assignment
 from assignments.model import (
     Assignment,
     CheckSpec,
@@ -16,7 +17,6 @@ from assignments.model import (
     ProbePlan,
     Visibility,
 )
-from assignments.loader import ASSIGNMENTS_ROOT, AssignmentError, list_assignments, load_assignment
 
 __all__ = [
     "ASSIGNMENTS_ROOT",

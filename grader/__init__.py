@@ -1,1 +1,1 @@
-"""The grading pipeline, comparison, diagnosis and feedback: the verdict, computed outside the sandbox."""
+"""The verdict, computed outside the sandbox: pipeline, comparison, diagnosis, feedback."""

@@ -114,7 +114,8 @@ def forwards_match(actual: Forward, expected: Forward, *, nan_is_wildcard: bool 
     return ForwardMatch(True)
 
 
-def calls_match(actual: CallOutcome, expected: CallOutcome, *, nan_is_wildcard: bool = False) -> bool:
+def calls_match(actual: CallOutcome, expected: CallOutcome, *,
+                nan_is_wildcard: bool = False) -> bool:
     """Same behaviour on every forward of a call."""
     if len(actual.forwards) != len(expected.forwards):
         return False

@@ -11,6 +11,7 @@ forbidden APIs, and failures (time, memory, crashes, interface).
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -178,7 +179,7 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
     by_call: dict[str, Hypothesis] = {}
     unexplained: list[str] = []
     for group_calls in _groups(data.plan, ordered).values():
-        best = _smallest_explanations(hypotheses, lambda h, calls=group_calls: explains(h, calls))
+        best = _smallest_explanations(hypotheses, functools.partial(explains, call_ids=group_calls))
         common = frozenset.intersection(*best) if best else frozenset()
         if best and (len(best) == 1 or common):
             chosen = best[0] if len(best) == 1 else common
@@ -270,7 +271,7 @@ def _value_findings(data: DiagnosisInput, explanation: _Explanation) -> list[Fin
                                     variant=mistake.description))
     raised_unexpectedly = [
         call_id for call_id in explanation.unexplained
-        if (raised := data.student[call_id].first_raised) is not None
+        if data.student[call_id].first_raised is not None
     ]
     if raised_unexpectedly:
         first = data.student[raised_unexpectedly[0]].first_raised

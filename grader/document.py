@@ -33,7 +33,7 @@ def build_document(
     execution_time: float,
 ) -> dict[str, Any]:
     """Assemble the document from judged checks (with their scores) and diagnoses."""
-    tests = []
+    tests: list[dict[str, Any]] = []
     for check, verdict, score in checks:
         tags = [d.code for d in diagnoses if check.number in d.tests]
         tests.append({

@@ -138,6 +138,9 @@ class SubmissionRun:
     wall_seconds: float = 0.0
     protocol_problems: tuple[str, ...] = ()
     """Malformed events or tensors (hostile or broken output), for logs."""
+    timings: Mapping[str, float] = field(default_factory=dict)
+    """What the runner said of its own phases (``imports``, ``warm_up``, ``submission_import``,
+    ``probes``): for benchmarks and logs only, never for a verdict."""
 
 
 class _Invalid(Exception):
@@ -150,6 +153,8 @@ def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
     records: dict[str, dict[str, Any]] = {}
     duplicated: set[str] = set()
     import_event: dict[str, Any] | None = None
+    watchdog: dict[str, Any] | None = None
+    timings: dict[str, float] = {}
     known = {call.id for call in plan.calls}
     for number, line in enumerate(run.events.splitlines()[:MAX_EVENTS]):
         try:
@@ -160,15 +165,27 @@ def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
         if not isinstance(event, dict):
             continue
         kind = event.get("event")
+        for name, key in (("imports", "imports_seconds"), ("warm_up", "warm_up_seconds"),
+                          ("probes", "probes_seconds")):
+            if _is_number(event.get(key)):
+                timings.setdefault(name, float(event[key]))
         if kind == "import" and import_event is None:
             import_event = event
+            if _is_number(event.get("seconds")):
+                timings["submission_import"] = float(event["seconds"])
         elif kind == "call" and event.get("id") in known:
             call_id = str(event["id"])
             if call_id in records:
                 # Two reports for one call: one of them was forged by student code.
                 duplicated.add(call_id)
             records[call_id] = event
+        elif kind == "watchdog" and watchdog is None:
+            watchdog = event
 
+    # The runner's watchdog ended the process inside a call (or the import) whose code
+    # swallowed or blocked the soft time limit: that call timed out, it did not crash. A forged
+    # watchdog event can only relabel a call that never reported back, which scores 0 anyway.
+    overran = watchdog.get("call") if watchdog is not None else None
     calls: dict[str, CallOutcome] = {}
     for call in plan.calls:
         if call.id in duplicated:
@@ -176,7 +193,7 @@ def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
             continue
         record = records.get(call.id)
         if record is None:
-            calls[call.id] = CallOutcome(call.id, "lost")
+            calls[call.id] = CallOutcome(call.id, "timeout" if call.id == overran else "lost")
             continue
         try:
             tensors = _load_tensors(record, run.tensor_files)
@@ -185,7 +202,9 @@ def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
             problems.append(f"{call.id}: {exc}")
             calls[call.id] = CallOutcome(call.id, "invalid", detail=str(exc))
 
-    import_error, import_timed_out, forbidden = None, False, ()
+    import_error: Raised | None = None
+    forbidden: tuple[str, ...] = ()
+    import_timed_out = import_event is None and watchdog is not None and overran is None
     if import_event is not None:
         status = import_event.get("status")
         import_timed_out = status == "timeout"
@@ -204,13 +223,14 @@ def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
         output_truncated=run.output_truncated,
         wall_seconds=run.wall_seconds,
         protocol_problems=tuple(problems),
+        timings=timings,
     )
 
 
 def run_in_process(
     namespace: Namespace, plan: ProbePlan, call_ids: list[str] | None = None
 ) -> dict[str, CallOutcome]:
-    """Run (some of) the plan's calls on trusted code in this process: the reference or a variant."""
+    """Run (some of) the plan's calls on trusted code in this process (the reference)."""
     outcomes = {}
     for call in plan.calls:
         if call_ids is not None and call.id not in call_ids:
@@ -245,7 +265,8 @@ def _forward_only(spec: dict[str, Any]) -> dict[str, Any]:
     return strip(spec)
 
 
-def outcome_from_record(record: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) -> CallOutcome:
+def outcome_from_record(record: Mapping[str, Any],
+                        tensors: Mapping[str, torch.Tensor]) -> CallOutcome:
     """Build a call outcome from the runner's record and tensors; _Invalid on malformed data."""
     call_id = str(record.get("id"))
     status = record.get("status")
@@ -285,7 +306,7 @@ def _forwards(stages: list[Any], tensors: Mapping[str, torch.Tensor]) -> list[Fo
                 structure=structure,
                 outputs=tuple(tensors.get(key) if key else None for key in keys),
                 after=_with_prefix(tensors, f"{prefix}after."),
-                seconds=float(stage.get("seconds", 0.0)) if _is_number(stage.get("seconds")) else 0.0,
+                seconds=float(stage["seconds"]) if _is_number(stage.get("seconds")) else 0.0,
             ))
         elif kind == "backward" and forwards:
             last = forwards[-1]

@@ -26,17 +26,13 @@ from grader.outcomes import (
     run_in_process,
 )
 from grader.source import check_sources, forbidden_names, normalise_files
-from sandbox import Job, SandboxBackend, Termination
+from sandbox import Job, SandboxBackend, SandboxUnavailable, Termination
 
 _LOST_CODES = {
     Termination.TIME_LIMIT: "time-limit",
     Termination.MEMORY_LIMIT: "memory-limit",
     Termination.OUTPUT_LIMIT: "output-limit",
 }
-
-
-class SandboxUnavailable(Exception):
-    """The sandbox failed for reasons of its own: the grading should be retried, not scored."""
 
 
 class GradingPipeline:
@@ -77,6 +73,7 @@ class GradingPipeline:
 
         mark = time.perf_counter()
         run = parse_run(result, plan)
+        phases.update({f"sandbox.{name}": seconds for name, seconds in run.timings.items()})
         facts = RunFacts(seed=seed, backend=self.backend.name,
                          termination=result.termination.value,
                          sandbox_seconds=result.wall_seconds, stdout=run.stdout,

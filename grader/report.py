@@ -23,7 +23,7 @@ def render_report(document: dict[str, Any]) -> str:
             lines += _wrapped("Hint: " + diagnosis["hint"], "    ")
     meta = document.get("autograde", {})
     if meta.get("stdout"):
-        lines += ["", "Your program printed:"] + _wrapped(meta["stdout"][:2000], "    | ")
+        lines += ["", "Your program printed:", *_wrapped(meta["stdout"][:2000], "    | ")]
     if meta:
         lines += ["", f"(seed {meta.get('seed')}, {meta.get('backend')} sandbox, "
                       f"{document['execution_time']:.2f} s)"]

@@ -5,40 +5,50 @@ This package imports nothing else of ours.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
-from sandbox.base import Job, Limits, RunResult, SandboxBackend, Termination
+from sandbox.base import Job, Limits, RunResult, SandboxBackend, SandboxUnavailable, Termination
 
 __all__ = [
     "Job",
     "Limits",
     "RunResult",
     "SandboxBackend",
+    "SandboxUnavailable",
     "Termination",
     "available_backends",
     "create_backend",
 ]
 
 
-def available_backends() -> dict[str, Callable[[], SandboxBackend]]:
-    """The backends this installation knows, by name (built on demand, not at import)."""
+def available_backends() -> dict[str, Callable[[bool], SandboxBackend]]:
+    """The backends this installation knows, by name (built on demand, not at import).
 
-    def local() -> SandboxBackend:
+    Each factory takes ``warm``: whether the backend will serve many runs, so that keeping
+    warm sandboxes ready pays off (a worker), or just one (a command-line grading).
+    """
+
+    def local(warm: bool) -> SandboxBackend:
         from sandbox.local import LocalBackend
 
         return LocalBackend()
 
-    def docker() -> SandboxBackend:
+    def docker(warm: bool) -> SandboxBackend:
         from sandbox.docker_backend import DockerBackend
 
-        return DockerBackend.from_environment()
+        environ = dict(os.environ)
+        if not warm:
+            environ["AUTOGRADE_DOCKER_POOL_SIZE"] = "0"
+        return DockerBackend.from_environment(environ)
 
     return {"local": local, "docker": docker}
 
 
-def create_backend(name: str) -> SandboxBackend:
-    """Build the backend called ``name``; ValueError for an unknown name."""
+def create_backend(name: str, *, warm: bool = True) -> SandboxBackend:
+    """Build the backend called ``name``; ValueError for an unknown name, SandboxUnavailable
+    when it cannot run here."""
     factories = available_backends()
     if name not in factories:
         raise ValueError(f"unknown sandbox backend {name!r}; choose from {', '.join(factories)}")
-    return factories[name]()
+    return factories[name](warm)

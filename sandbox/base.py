@@ -50,7 +50,12 @@ class Limits:
             raise ValueError(f"unknown sandbox limits: {', '.join(sorted(unknown))}")
         values = {name: getattr(self, name) for name in self.__dataclass_fields__}
         values.update(overrides)
-        return Limits(**values)  # type: ignore[arg-type]
+        return Limits(**values)
+
+
+class SandboxUnavailable(RuntimeError):
+    """The sandbox cannot run jobs (no engine, wrong image, engine failure): nothing the student
+    did. A grading that meets it is retried later, never scored."""
 
 
 class Termination(enum.Enum):
@@ -70,7 +75,7 @@ class Termination(enum.Enum):
 
 @dataclass(frozen=True)
 class Job:
-    """One run: the student's files, and the plan with its inputs, exactly as the runner reads them."""
+    """One run: the student's files, the plan and its inputs, exactly as the runner reads them."""
 
     files: Mapping[str, bytes]
     """Submission files by plain file name (no directories)."""

@@ -28,7 +28,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from sandbox.base import Job, Limits, RunResult, Termination
+from sandbox.base import Job, Limits, RunResult, SandboxUnavailable, Termination
 from sandbox.docker_image import HASH_LABEL, expected_image, inputs_hash, tag_of
 from sandbox.docker_pool import Janitor, WarmPool, owner_id
 from sandbox.docker_sandbox import ContainerSpec, SandboxContainer
@@ -38,10 +38,6 @@ logger = logging.getLogger(__name__)
 # A cold container's deadline label covers its start as well as the run.
 COLD_START_GRACE_SECONDS = 120.0
 ENGINE_TIMEOUT_SECONDS = 60
-
-
-class SandboxUnavailable(RuntimeError):
-    """The Docker sandbox cannot be used here: no engine, or not the image of this code."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -66,7 +67,7 @@ class LocalBackend:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_limit_child(limits),  # noqa: PLW1509 - rlimits must be set in the child
+            preexec_fn=_limit_child(limits),
         )
         stdout = _CappedReader(process.stdout, limits)
         stderr = _CappedReader(process.stderr, limits)
@@ -81,6 +82,7 @@ class LocalBackend:
                 break
             time.sleep(0.005)
         _kill_group(process)
+        _kill_strays(root)
         stdout.join()
         stderr.join()
         wall = time.monotonic() - started
@@ -100,7 +102,7 @@ class LocalBackend:
         )
 
 
-def _limit_child(limits: Limits) -> object:
+def _limit_child(limits: Limits) -> Callable[[], None]:
     def apply() -> None:
         cpu = limits.cpu_seconds
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -135,6 +137,37 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
+def _kill_strays(root: Path) -> None:
+    """Kill the run's processes that left its process group (a new session, a double fork).
+
+    They are recognised by the run's directory in the command line or environment they
+    inherited from the runner. Killing repeats until none is left, so that one forking while
+    it is being killed is caught too; a process that scrubbed both escapes (not a boundary).
+    """
+    sign = str(root).encode()
+    for _ in range(50):
+        strays = [pid for pid in _pids() if pid != os.getpid()
+                  and (sign in _proc_file(pid, "cmdline") or sign in _proc_file(pid, "environ"))]
+        if not strays:
+            return
+        for pid in strays:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
+
+
+def _pids() -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def _proc_file(pid: int, name: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return b""
+
+
 class _CappedReader:
     """Drains a pipe in a thread, keeping the first bytes and counting the rest."""
 
@@ -150,7 +183,7 @@ class _CappedReader:
     def _drain(self) -> None:
         if self._pipe is None:
             return
-        while chunk := self._pipe.read1(65536):
+        while chunk := self._pipe.read1(65536):  # type: ignore[attr-defined]
             self.total += len(chunk)
             room = self._keep - len(self._kept)
             if room > 0:

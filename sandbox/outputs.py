@@ -1,4 +1,4 @@
-"""Moving a job into a sandbox and its raw outputs back out, with size caps and no links followed."""
+"""Moving a job into a sandbox and its raw outputs out, with size caps and no links followed."""
 
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ def collect_outputs(out_dir: Path, limit_bytes: int) -> tuple[bytes, dict[str, b
             if content is None:
                 over_limit = True
                 continue
+            if not content:
+                continue
             budget -= len(content)
             tensors[f"{probe_runner.TENSORS_DIR}/{name}"] = content
     return events or b"", tensors, over_limit
@@ -50,19 +52,21 @@ def _is_real_dir(path: Path) -> bool:
 
 
 def _read_regular(path: Path, limit: int) -> bytes | None:
-    """The file's bytes if it is a regular file (not a link) within ``limit``; else None.
+    """The file's bytes if it is a regular file (not a link); None if it is over ``limit``.
 
-    A missing file reads as empty: a run that died early simply produced nothing.
+    Anything else reads as empty, as the Docker backend skips it: a missing file (a run that
+    died early produced nothing), or a link, FIFO or device planted by student code, which is
+    not output past a limit.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
+    except OSError:  # missing, or a link (ELOOP)
         return b""
-    except OSError:
-        return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+        if not stat.S_ISREG(info.st_mode):
+            return b""
+        if info.st_size > limit:
             return None
         with os.fdopen(fd, "rb", closefd=False) as handle:
             return handle.read(limit + 1)[:limit]

@@ -24,6 +24,10 @@ Only the standard library, torch and safetensors may be imported here.
 
 from __future__ import annotations
 
+import time
+
+_STARTED_AT = time.perf_counter()  # before the heavy imports, to time them
+
 import contextlib
 import importlib.util
 import json
@@ -31,13 +35,14 @@ import os
 import signal
 import sys
 import threading
-import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
+
+_IMPORTED_AT = time.perf_counter()
 
 PLAN_FILE = "plan.json"
 INPUTS_FILE = "inputs.safetensors"
@@ -156,7 +161,7 @@ def _execute_module_call(
     try:
         with guard():
             module = cls(*_values(init.get("args", []), inputs), **_kwvalues(init, inputs))
-    except BaseException as exc:  # noqa: BLE001 - every failure of student code is data
+    except BaseException as exc:
         record["stages"].append(_failure("init", exc, student_files))
         record["status"] = _status_of(exc)
         return
@@ -177,7 +182,7 @@ def _execute_module_call(
         record["status"] = "interface"
         record["interface"] = str(exc)
         return
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         record["stages"].append(_failure("setup", exc, student_files))
         record["status"] = _status_of(exc)
         return
@@ -241,7 +246,7 @@ def _execute_forward(
     try:
         with guard():
             returned = target(*args, **kwargs)
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         stage.update(_failure(prefix + "forward", exc, student_files))
         stage["seconds"] = time.perf_counter() - started
         record["stages"].append(stage)
@@ -292,8 +297,8 @@ def _execute_backward(
         return "ok"
     try:
         with guard():
-            output.backward(upstream.to(output.dtype))
-    except BaseException as exc:  # noqa: BLE001
+            output.backward(upstream.to(output.dtype))  # type: ignore[no-untyped-call]
+    except BaseException as exc:
         stage.update(_failure(prefix + "backward", exc, student_files))
         record["stages"].append(stage)
         status = _status_of(exc)
@@ -433,7 +438,7 @@ def describe_exception(exc: BaseException, student_files: tuple[str, ...]) -> di
         })
     try:
         message = str(exc)
-    except BaseException:  # noqa: BLE001 - a hostile __str__
+    except BaseException:
         message = "<message could not be read>"
     return {
         "type": type(exc).__name__[:80],
@@ -455,7 +460,8 @@ class _EventStream:
         self._file = open(os.path.join(out_dir, EVENTS_FILE), "a", encoding="utf-8")  # noqa: SIM115
         self._count = 0
 
-    def emit(self, event: dict[str, Any], tensors: Mapping[str, torch.Tensor] | None = None) -> None:
+    def emit(self, event: dict[str, Any],
+             tensors: Mapping[str, torch.Tensor] | None = None) -> None:
         if tensors:
             name = f"{self._count:04d}.safetensors"
             self._count += 1
@@ -465,7 +471,7 @@ class _EventStream:
                     os.path.join(self._out_dir, TENSORS_DIR, name),
                 )
                 event["tensors"] = f"{TENSORS_DIR}/{name}"
-            except Exception as exc:  # noqa: BLE001 - e.g. the file-size limit was reached
+            except Exception as exc:
                 event["tensors_error"] = f"{type(exc).__name__}: {exc}"[:300]
         self._file.write(json.dumps(event, allow_nan=False) + "\n")
         self._file.flush()
@@ -513,7 +519,7 @@ def _warm_up() -> None:
     weights = torch.softmax(q @ q.transpose(-2, -1) / 8**0.5, dim=-1)
     out = weights @ q
     # An explicit upstream gradient, as the probes pass one: that path imports sympy (~0.6 s).
-    out.backward(torch.ones_like(out))
+    out.backward(torch.ones_like(out))  # type: ignore[no-untyped-call]
     torch.nn.functional.linear(q, torch.randn(8, 8), torch.randn(8)).sum()
 
 
@@ -526,11 +532,14 @@ def main(argv: list[str]) -> None:
     job_dir, out_dir = argv[0], argv[1]
     hard_exit = os._exit  # kept before student code can replace it
     torch.set_num_threads(1)
+    warm_up_started = time.perf_counter()
+    _warm_up()
+    warm_up_seconds = time.perf_counter() - warm_up_started
     if "--wait-for" in argv:
-        _warm_up()
         ready = open(os.path.join(out_dir, "ready"), "w")  # noqa: SIM115
         ready.close()
         _wait_for(argv[argv.index("--wait-for") + 1])
+        warm_up_seconds = 0.0  # paid before the job arrived
 
     events = _EventStream(out_dir)
     with open(os.path.join(job_dir, PLAN_FILE), encoding="utf-8") as plan_file:
@@ -540,7 +549,9 @@ def main(argv: list[str]) -> None:
     student_files = tuple(
         os.path.realpath(os.path.join(submission_dir, name)) for name in os.listdir(submission_dir)
     )
-    events.emit({"event": "start", "calls": len(plan["calls"])})
+    events.emit({"event": "start", "calls": len(plan["calls"]),
+                 "imports_seconds": _IMPORTED_AT - _STARTED_AT,
+                 "warm_up_seconds": warm_up_seconds})
 
     def hard_limit() -> None:
         events.emit({"event": "watchdog", "call": current.get("id")})
@@ -557,7 +568,7 @@ def main(argv: list[str]) -> None:
     try:
         with budget():
             namespace = _import_submission(os.path.join(submission_dir, entry))
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         failure = _failure("import", exc, student_files)
         events.emit({"event": "import", "seconds": time.perf_counter() - started, **failure})
         hard_exit(0)
@@ -566,6 +577,7 @@ def main(argv: list[str]) -> None:
         "forbidden": trap.take(),
     })
 
+    probes_started = time.perf_counter()
     for call in plan["calls"]:
         current["id"] = call["id"]
         events.emit({"event": "call-start", "id": call["id"]})
@@ -578,7 +590,7 @@ def main(argv: list[str]) -> None:
         record["event"] = "call"
         record["forbidden"] = trap.take()
         events.emit(record, tensors)
-    events.emit({"event": "done"})
+    events.emit({"event": "done", "probes_seconds": time.perf_counter() - probes_started})
     sys.stdout.flush()
     sys.stderr.flush()
     hard_exit(0)  # skip interpreter teardown: atexit hooks and finalizers are the student's

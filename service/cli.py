@@ -13,6 +13,7 @@ from grader.pipeline import GradingPipeline, SandboxUnavailable
 from grader.report import render_report
 from sandbox import create_backend
 from sandbox.selection import choose_backend
+from service.cli_service import add_service_commands
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("slug")
     check.add_argument("--seed", type=int, default=0)
     check.set_defaults(handler=_check)
+
+    add_service_commands(commands)
     return parser
 
 
@@ -59,7 +62,11 @@ def _grade(args: argparse.Namespace) -> int:
             print(f"autograde: cannot read {path}: {exc.strerror}", file=sys.stderr)
             return 2
     name = args.backend if args.backend != "auto" else choose_backend(warn=sys.stderr)
-    backend = create_backend(name)
+    try:
+        backend = create_backend(name, warm=False)
+    except SandboxUnavailable as exc:
+        print(f"autograde: the {name} sandbox cannot run here: {exc}", file=sys.stderr)
+        return 3
     try:
         document = GradingPipeline(backend=backend).grade(assignment, files, seed=args.seed)
     except SandboxUnavailable as exc:

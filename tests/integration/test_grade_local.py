@@ -22,7 +22,7 @@ def _codes(document: dict[str, Any]) -> set[str]:
 
 def assert_complete(document: dict[str, Any], assignment: Assignment) -> None:
     """SPEC §3: every check present, statuses and scores consistent, codes tagged."""
-    assert SPEC_KEYS <= set(document)
+    assert set(document) >= SPEC_KEYS
     assert document["max_score"] == assignment.max_score
     assert [t["number"] for t in document["tests"]] == [c.number for c in assignment.checks]
     for test in document["tests"]:

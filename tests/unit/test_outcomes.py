@@ -1,4 +1,4 @@
-"""Validation of what comes back from the sandbox: malformed, forged or oversized data is refused."""
+"""Validating what comes back from the sandbox: malformed, forged or oversized data is refused."""
 
 from __future__ import annotations
 

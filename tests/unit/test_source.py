@@ -51,6 +51,7 @@ def test_forbidden_names_are_found_in_attributes_imports_and_strings() -> None:
             "torch.nn.MultiheadAttention.forward")
     assert forbidden_names({ENTRY: b"import torch.nn.functional as F\n"
                                    b"y = F.scaled_dot_product_attention\n"}, apis) == (apis[0],)
-    assert forbidden_names({ENTRY: b"from torch.nn import MultiheadAttention\n"}, apis) == (apis[1],)
+    imported = {ENTRY: b"from torch.nn import MultiheadAttention\n"}
+    assert forbidden_names(imported, apis) == (apis[1],)
     assert forbidden_names({ENTRY: b"name = 'scaled_dot_product_attention'\n"}, apis) == (apis[0],)
     assert forbidden_names({ENTRY: b"# scaled_dot_product_attention in a comment\n"}, apis) == ()

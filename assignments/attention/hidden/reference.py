@@ -99,7 +99,7 @@ def attention(
     if "softmax-wrong-axis" in mistakes:
         weights = torch.softmax(scores, dim=-2)
     elif "gradient-wrong" in mistakes:
-        weights = _SoftmaxWithoutJacobian.apply(scores)
+        weights = _SoftmaxWithoutJacobian.apply(scores)  # type: ignore[no-untyped-call]
     else:
         weights = torch.softmax(scores, dim=-1)
     if "mask-after-softmax" in mistakes:

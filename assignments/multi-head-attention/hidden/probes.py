@@ -99,11 +99,11 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
     pad = torch.ones(B, T_CAUSAL, dtype=torch.bool)
     pad[1, -2:] = False
     padding_key = bank.add("combined.padding", pad)
-    mask = bank.value(bank.mixed_mask("combined.mask", T_CAUSAL, T_CAUSAL))
-    mask[:, 0] = True  # every query keeps key 0, so the AND of all masks leaves each row a key
+    combined = bank.value(bank.mixed_mask("combined.mask", T_CAUSAL, T_CAUSAL))
+    combined[:, 0] = True  # every query keeps key 0: the AND of all masks leaves each row a key
     module_call("combined", "combined",
                 f"self-attention on query {shape_of(bank, q)} with causal=True, an "
-                f"attention_mask {tuple(mask.shape)} and a key_padding_mask "
+                f"attention_mask {tuple(combined.shape)} and a key_padding_mask "
                 f"{tuple(pad.shape)} together",
                 [forward(q, causal=True, attention_mask=tensor("combined.mask"),
                          key_padding_mask=tensor(padding_key))])

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn import functional as F  # noqa: N812
+from torch.nn import functional as F
 
 from assignments.model import KnownMistake
 
@@ -157,7 +157,8 @@ class ManualMultiHeadAttention(nn.Module):
                 combine(key_padding_mask[:, None, None, :])
         if causal and "causal-leak" not in m:
             diagonal = -1 if "causal-off-by-one" in m else 0
-            combine(torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril(diagonal)[None, None])
+            triangle = torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril(diagonal)
+            combine(triangle[None, None])
         return allowed
 
 
