@@ -374,6 +374,40 @@ def _readable(call: ProbeCall, position: str) -> str:
     return names.get(position, position.removeprefix("kw.").removeprefix("param."))
 
 
+# Checks whose failure is by definition a mistake: SPEC's "causal-leak" *is* "with causal=True,
+# an output depends on later positions", which the perturbation check observes by comparing
+# the student only with themselves. It names the mistake even when no known variant
+# reproduces the student's numbers.
+DEFINING_CHECKS = {"causal-no-leak": "causal-leak"}
+
+
+def with_defining_checks(findings: list[Finding], plan: ProbePlan,
+                         failed: Sequence[tuple[str, tuple[str, ...]]]) -> list[Finding]:
+    """Name what failed defining checks prove where no known mistake explained the outputs.
+
+    ``failed`` is (check kind, failing calls). Only calls left as ``wrong-output`` count: where
+    a known mistake reproduced the outputs (softmax over queries also mixes positions), the
+    failed property is a consequence of that mistake. Unexplained outputs in the scenario
+    groups of the proving calls are then put down to the proven mistake.
+    """
+    unexplained = {c for f in findings if f.code == "wrong-output" for c in f.calls}
+    added = [Finding(DEFINING_CHECKS[kind], proving)
+             for kind, calls in failed if kind in DEFINING_CHECKS
+             if (proving := tuple(c for c in calls if c in unexplained))]
+    if not added:
+        return findings
+    groups = {plan.call(call).group for finding in added for call in finding.calls}
+    kept = []
+    for finding in findings:
+        if finding.code == "wrong-output":
+            remaining = tuple(c for c in finding.calls if plan.call(c).group not in groups)
+            if not remaining:
+                continue
+            finding = Finding(finding.code, remaining, finding.detail)
+        kept.append(finding)
+    return _merge(kept + added)
+
+
 def _merge(findings: list[Finding]) -> list[Finding]:
     """One finding per code, evidence calls united, the first detail kept."""
     merged: dict[str, Finding] = {}

@@ -15,7 +15,7 @@ import torch
 from assignments import Assignment, CheckSpec, ProbePlan
 from assignments.model import Namespace
 from grader.checks import CheckContext, CheckVerdict, check_kinds, judge
-from grader.diagnosis import DiagnosisInput, Finding, diagnose
+from grader.diagnosis import DiagnosisInput, Finding, diagnose, with_defining_checks
 from grader.document import RunFacts, build_document, unrunnable_document
 from grader.feedback import CATALOGUE, Diagnosis, diagnoses_from
 from grader.outcomes import (
@@ -130,7 +130,9 @@ def judge_outcomes(
         lost_code=lost_code,
         forbidden_static=forbidden_static,
     ))
-    findings += extra_findings
+    findings = with_defining_checks(
+        [*findings, *extra_findings], plan,
+        [(check.kind, verdict.failing_calls) for check, verdict in verdicts])
     diagnoses = _with_fallback(diagnoses_from(findings, plan, verdicts), verdicts)
     scored = [(check, verdict, _score(check, verdict, findings)) for check, verdict in verdicts]
     return scored, diagnoses

@@ -101,7 +101,7 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
     padding_key = bank.add("combined.padding", pad)
     combined = bank.value(bank.mixed_mask("combined.mask", T_CAUSAL, T_CAUSAL))
     combined[:, 0] = True  # every query keeps key 0: the AND of all masks leaves each row a key
-    module_call("combined", "combined",
+    module_call("combined", "causal",
                 f"self-attention on query {shape_of(bank, q)} with causal=True, an "
                 f"attention_mask {tuple(combined.shape)} and a key_padding_mask "
                 f"{tuple(pad.shape)} together",

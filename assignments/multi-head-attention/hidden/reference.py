@@ -17,7 +17,7 @@ from assignments.model import KnownMistake
 
 _SPLITS = frozenset({"reshape-without-transpose", "heads-not-split"})
 _SCALES = frozenset({"missing-scale", "wrong-scale-d-model"})
-_CAUSAL = frozenset({"causal-leak", "causal-off-by-one"})
+_CAUSAL = frozenset({"causal-leak", "causal-upper-triangle", "causal-off-by-one"})
 _MASKS = frozenset({"mask-inverted", "mask-ignored"})
 
 
@@ -49,6 +49,9 @@ MISTAKES: list[KnownMistake] = [
                  | {"merge-without-transpose"}),
     KnownMistake("causal-leak", "causal-leak", "causal=True ignored",
                  excludes=_others(_CAUSAL, "causal-leak")),
+    KnownMistake("causal-upper-triangle", "causal-leak",
+                 "upper triangle kept: query i sees keys i and later",
+                 excludes=_others(_CAUSAL, "causal-upper-triangle")),
     KnownMistake("causal-off-by-one", "causal-off-by-one",
                  "strict triangle: a query cannot see its own position",
                  excludes=_others(_CAUSAL, "causal-off-by-one")),
@@ -156,8 +159,11 @@ class ManualMultiHeadAttention(nn.Module):
             else:
                 combine(key_padding_mask[:, None, None, :])
         if causal and "causal-leak" not in m:
-            diagonal = -1 if "causal-off-by-one" in m else 0
-            triangle = torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril(diagonal)
+            ones = torch.ones(t_q, t_k, dtype=torch.bool, device=device)
+            if "causal-upper-triangle" in m:
+                triangle = ones.triu()
+            else:
+                triangle = ones.tril(-1 if "causal-off-by-one" in m else 0)
             combine(triangle[None, None])
         return allowed
 
