@@ -57,6 +57,7 @@ def _build(slug: str, package: Path, spec: dict[str, Any]) -> Assignment:
             inputs=inputs,
             forbidden=forbidden,
             call_timeout=limits.call_seconds,
+            memory_bytes=limits.memory_bytes,
         )
 
     assignment = Assignment(

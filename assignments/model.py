@@ -87,6 +87,8 @@ class ProbePlan:
     inputs: Mapping[str, torch.Tensor]
     forbidden: tuple[str, ...]
     call_timeout: float
+    memory_bytes: int
+    """Address space the runner allows itself before importing the submission."""
 
     def call(self, call_id: str) -> ProbeCall:
         for call in self.calls:
@@ -99,6 +101,7 @@ class ProbePlan:
         document = {
             "entry": self.entry,
             "call_timeout": self.call_timeout,
+            "memory_bytes": self.memory_bytes,
             "forbidden": list(self.forbidden),
             "calls": [dict(call.spec, id=call.id) for call in self.calls],
         }

@@ -112,8 +112,10 @@ def structure_problem(got: Forward, want: Forward) -> str | None:
             want.structure, want.structure)
         return f"it returned {_describe_structure(got.structure)}, expected {wanted}."
     for index, (g, w) in enumerate(zip(got.outputs, want.outputs, strict=True)):
-        if g is None or w is None:
+        if w is None:
             continue
+        if g is None:
+            return f"returned item {index} is not a plain torch.Tensor."
         if g.shape != w.shape:
             return (f"returned item {index} has shape {tuple(g.shape)}, "
                     f"expected {tuple(w.shape)}.")

@@ -138,6 +138,8 @@ class SubmissionRun:
     wall_seconds: float = 0.0
     protocol_problems: tuple[str, ...] = ()
     """Malformed events or tensors (hostile or broken output), for logs."""
+    watchdog_fired: bool = False
+    """The runner's watchdog ended the process: a call overran its budget past the grace."""
     timings: Mapping[str, float] = field(default_factory=dict)
     """What the runner said of its own phases (``imports``, ``warm_up``, ``submission_import``,
     ``probes``): for benchmarks and logs only, never for a verdict."""
@@ -224,6 +226,7 @@ def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
         wall_seconds=run.wall_seconds,
         protocol_problems=tuple(problems),
         timings=timings,
+        watchdog_fired=watchdog is not None,
     )
 
 

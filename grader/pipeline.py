@@ -166,6 +166,9 @@ def _nothing_ran(run: SubmissionRun) -> bool:
 
 
 def _lost_code(run: SubmissionRun) -> str:
+    """The code for calls that never reported back: how the run ended decides it."""
+    if run.watchdog_fired:
+        return "time-limit"
     return _LOST_CODES.get(run.termination, "runtime-error")
 
 

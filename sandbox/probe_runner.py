@@ -32,6 +32,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import resource
 import signal
 import sys
 import threading
@@ -561,6 +562,7 @@ def main(argv: list[str]) -> None:
     budget = _CallBudget(float(plan["call_timeout"]), hard_limit)
     trap = _ForbiddenTrap(list(plan.get("forbidden", [])))
 
+    _limit_address_space(plan.get("memory_bytes"))
     sys.path.insert(0, submission_dir)
     sys.dont_write_bytecode = True
     entry = plan["entry"]
@@ -594,6 +596,18 @@ def main(argv: list[str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     hard_exit(0)  # skip interpreter teardown: atexit hooks and finalizers are the student's
+
+
+def _limit_address_space(limit: Any) -> None:
+    """Cap this process's address space (soft and hard) before student code runs.
+
+    An allocation past the limit then fails at once with MemoryError, reported as
+    memory-limit, where a container's cgroup limit alone lets a memory bomb thrash until the
+    deadline. Without privileges the student cannot raise it again.
+    """
+    if isinstance(limit, int) and limit > 0:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def _import_submission(path: str) -> dict[str, Any]:

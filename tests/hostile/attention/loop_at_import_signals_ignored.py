@@ -1,0 +1,24 @@
+"""Correct attention; ignores SIGALRM/SIGTERM/SIGINT, then hangs at module level swallowing every exception."""
+import math
+import signal
+
+import torch
+
+
+def attention(q, k, v, allowed):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    allowed = torch.broadcast_to(allowed, torch.broadcast_shapes(allowed.shape, scores.shape))
+    if not allowed.any(dim=-1).all():
+        raise ValueError("every query needs at least one allowed key")
+    weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    return weights @ v, weights
+
+
+for _name in ("SIGALRM", "SIGTERM", "SIGINT", "SIGHUP"):
+    signal.signal(getattr(signal, _name), signal.SIG_IGN)
+while True:
+    try:
+        while True:
+            pass
+    except BaseException:
+        pass
