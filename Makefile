@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-fast lint bench check-assignments clean docker-engine
+.PHONY: install run grade-example test test-fast lint bench check-assignments clean docker-engine
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,19 +14,30 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## Grade the shipped example submission (the main job, on embedded defaults).
+## The grading service on its embedded defaults (SQLite, a SQLite queue, a real worker, demo
+## users): prints the URL and credentials. AUTOGRADE_DATABASE_URL / AUTOGRADE_BROKER_URL switch
+## it to PostgreSQL and Redis.
 run: $(STAMP)
+	$(BIN)/autograde run-embedded
+
+## Grade the shipped example submission locally, without the service.
+grade-example: $(STAMP)
 	$(BIN)/autograde assignments list
 	$(BIN)/autograde grade --assignment multi-head-attention --seed 1 examples/mha_causal_leak.py
 
 ## Everything this machine can run: it starts a Docker engine and builds the sandbox image
 ## first (outside CI, docker tests skip loudly when that is impossible; in CI they fail).
-test: $(STAMP) docker-engine
-	$(BIN)/pytest -m "not browser"
+test: $(STAMP) docker-engine browser
+	$(BIN)/pytest -m ""
 
 ## The fast part only (what plain `pytest` runs): no slow, docker or browser tests.
 test-fast: $(STAMP)
 	$(BIN)/pytest
+
+## Debian's Chromium for the browser tests (outside CI they skip loudly without it).
+.PHONY: browser
+browser:
+	@bash scripts/ensure-browser.sh || echo "!! Chromium could not be installed: browser tests will be skipped (they fail in CI)"
 
 docker-engine:
 	@if bash scripts/ensure-docker.sh; then $(MAKE) --no-print-directory sandbox-image; \

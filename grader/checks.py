@@ -98,7 +98,8 @@ def _unusable(student: CallOutcome, reference: CallOutcome) -> str | None:
         problem = structure_problem(got, want)
         if problem:
             return problem
-    if len(student.forwards) < len(reference.forwards):
+    rejects = any(f.raised is not None and f.raised.value_error for f in reference.forwards)
+    if len(student.forwards) < len(reference.forwards) and not rejects:
         return "the call stopped before all of its steps ran."
     return None
 

@@ -139,9 +139,19 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
         return affected[key]
 
     def explains(hypothesis: Hypothesis, call_ids: list[str]) -> bool:
+        if hypothesis and not any(evidence(c) for c in call_ids):
+            return False
         if len(hypothesis) > 1 and not plausible(hypothesis, call_ids):
             return False
         return all(_reproduces(data, outcome, hypothesis, call_id) for call_id in call_ids)
+
+    def evidence(call_id: str) -> bool:
+        """A departure from the reference a mistake can be named by: the student returned
+        values or rejected with ValueError. A crash matching a variant's crash is consistent
+        with the mistake but no evidence of it."""
+        return not _matches_reference(call_id) and not any(
+            f.raised is not None and not f.raised.value_error
+            for f in data.student[call_id].forwards)
 
     def plausible(pair: Hypothesis, call_ids: list[str]) -> bool:
         """Cheap test from single-mistake outcomes alone, before the pair itself is run.
@@ -229,12 +239,26 @@ def _reproduces(data: DiagnosisInput, outcome: Callable[[Hypothesis, str], CallO
                 hypothesis: Hypothesis, call_id: str) -> bool:
     call = data.plan.call(call_id)
     student, variant = data.student[call_id], outcome(hypothesis, call_id)
+    if _reference_rejects(data.reference[call_id]):
+        # The contract's answer here is ValueError: whether each side gives it is all that
+        # counts (NaN, zeros or an AssertionError all mean "not rejected").
+        return _rejections(student) == _rejections(variant)
     if call.compare == "reference-only":
         # Random by design: a variant's numbers cannot be reproduced, only its determinism.
         student_fixed, variant_fixed = _deterministic(student), _deterministic(variant)
         if not (student_fixed and variant_fixed):
             return student_fixed == variant_fixed
     return calls_match(student, variant, nan_is_wildcard=True)
+
+
+def _reference_rejects(reference: CallOutcome) -> bool:
+    return any(f.raised is not None and f.raised.value_error for f in reference.forwards)
+
+
+def _rejections(outcome: CallOutcome) -> tuple[bool, ...]:
+    """Per step of a call, whether it raised ValueError."""
+    return tuple(f.raised is not None and f.raised.value_error for f in outcome.forwards) or (
+        False,)
 
 
 def _deterministic(outcome: CallOutcome) -> bool:

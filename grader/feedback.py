@@ -149,8 +149,9 @@ CATALOGUE: Mapping[str, CodeText] = {
         evidence="deterministic-in-eval"),
     "missing-validation": CodeText(
         "invalid head count accepted",
-        "{input}: the constructor accepted it instead of raising ValueError.",
-        "d_model must split evenly into num_heads heads; reject it in __init__."),
+        "{input}: {detail}",
+        "d_model must split evenly into num_heads heads; reject it in __init__ with "
+        "ValueError.", evidence="raises-value-error"),
     "forbidden-api": CodeText(
         "forbidden API used",
         "Your submission uses {detail}, which this assignment forbids: the checks where it "

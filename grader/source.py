@@ -76,12 +76,27 @@ def forbidden_names(files: Mapping[str, bytes], forbidden_apis: tuple[str, ...])
     wanted = {api.removesuffix(".forward").rsplit(".", 1)[-1]: api for api in forbidden_apis}
     found: set[str] = set()
     for content in files.values():
-        for node in ast.walk(ast.parse(content.decode("utf-8"))):
+        tree = ast.parse(content.decode("utf-8"))
+        docstrings = _docstrings(tree)
+        for node in ast.walk(tree):
+            if id(node) in docstrings:
+                continue  # prose about an API is not a use of it
             for word in _words(node):
                 for short, api in wanted.items():
                     if short in word:
                         found.add(api)
     return tuple(sorted(found))
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """Ids of the string nodes that are docstrings (of the module, classes, functions)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
 
 
 def _words(node: ast.AST) -> list[str]:

@@ -1,1 +1,1 @@
-"""The service: command line now; the Flask app, models and API come with the service issue."""
+"""The grading service: Flask app (``service.app.create_app``), models, API, workers, CLI."""

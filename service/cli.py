@@ -9,9 +9,9 @@ from pathlib import Path
 
 from assignments import AssignmentError, list_assignments, load_assignment
 from grader.authoring import coverage_report
-from grader.pipeline import GradingPipeline, SandboxUnavailable
+from grader.pipeline import GradingPipeline
 from grader.report import render_report
-from sandbox import create_backend
+from sandbox import SandboxUnavailable, create_backend
 from sandbox.selection import choose_backend
 from service.cli_service import add_service_commands
 

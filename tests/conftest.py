@@ -32,3 +32,6 @@ def local_pipeline() -> GradingPipeline:
 def corpus_file(slug: str, name: str) -> dict[str, bytes]:
     """A corpus submission as the files mapping the pipeline takes."""
     return {name: (CORPUS / slug / name).read_bytes()}
+
+
+from tests.servicekit import *  # noqa: E402, F403 - the grading service's fixtures

@@ -1,0 +1,74 @@
+"""Administration from the command line, straight on the database (config from AUTOGRADE_*)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from service import accounts, courses, db
+from service.config import load_config
+from service.errors import NotFound
+from service.instructor import update_settings
+from service.models import CourseAssignment, CourseRole, Role, User
+
+
+def database_url(overrides: dict[str, Any] | None = None) -> str:
+    return str(load_config(overrides)["DATABASE_URL"])
+
+
+@contextmanager
+def app_session(app: Flask) -> Iterator[Session]:
+    """A session in the app's context, committed on success."""
+    with app.app_context():
+        session = db.session()
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+
+
+@dataclass(frozen=True)
+class NewUser:
+    username: str
+    password: str
+    generated: bool
+
+
+def create_user(session: Session, *, username: str, role: str, password: str | None,
+                display_name: str = "") -> NewUser:
+    generated = password is None
+    password = password or secrets.token_urlsafe(12)
+    accounts.create_user(session, username=username, password=password, role=Role(role),
+                         display_name=display_name)
+    return NewUser(username, password, generated)
+
+
+def enrol(session: Session, *, course: str, username: str, role: str) -> None:
+    user = session.scalar(select(User).where(User.username == username))
+    if user is None:
+        raise NotFound(f"There is no user {username!r}.")
+    courses.enrol(session, course=courses.course_by_code(session, course), user=user,
+                  role=CourseRole(role))
+
+
+def assignment(session: Session, course: str, slug: str) -> CourseAssignment:
+    found = session.scalar(select(CourseAssignment).where(
+        CourseAssignment.course_id == courses.course_by_code(session, course).id,
+        CourseAssignment.slug == slug))
+    if found is None:
+        raise NotFound(f"Course {course} has no assignment {slug!r} (run "
+                               "`autograde admin sync-assignments`).")
+    return found
+
+
+def set_assignment(session: Session, course: str, slug: str, changes: dict[str, Any]) -> None:
+    update_settings(assignment(session, course, slug), changes)

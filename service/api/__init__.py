@@ -1,0 +1,5 @@
+"""The JSON API, version 1."""
+
+from service.api.views import blueprint
+
+__all__ = ["blueprint"]

@@ -1,0 +1,182 @@
+"""The OpenAPI 3 document of the API (served at ``/api/v1/openapi.json``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _problems(*codes: int) -> dict[str, Any]:
+    text = {400: "Invalid request", 401: "Missing or invalid token", 403: "Not allowed",
+            404: "Not found (or not yours)", 409: "Ambiguous or conflicting",
+            413: "Upload too large", 415: "Wrong content type", 429: "Rate limit reached"}
+    return {str(code): {"description": text[code], "content": {
+        "application/problem+json": {"schema": _ref("Problem")}}} for code in codes}
+
+
+_SLUG = {"name": "slug", "in": "path", "required": True,
+         "schema": {"type": "string", "pattern": "^[a-z0-9-]{1,64}$"}}
+_COURSE = {"name": "course", "in": "query", "required": False,
+           "description": "Course code, when the slug exists in several of your courses.",
+           "schema": {"type": "string"}}
+_SUBMISSION_ID = {"name": "submission_id", "in": "path", "required": True,
+                  "schema": {"type": "integer", "minimum": 1}}
+_LIMIT = {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
+                                                     "maximum": 1000}}
+_OFFSET = {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0,
+                                                       "maximum": 1000000}}
+_STATUS = {"name": "status", "in": "query",
+           "schema": {"type": "string", "enum": ["queued", "running", "graded", "failed"]}}
+
+
+def _op(summary: str, responses: dict[str, Any], *params: dict[str, Any],
+        body: dict[str, Any] | None = None, public: bool = False) -> dict[str, Any]:
+    operation: dict[str, Any] = {"summary": summary, "parameters": list(params),
+                                 "responses": responses}
+    if body is not None:
+        operation["requestBody"] = body
+    if public:
+        operation["security"] = []
+    return operation
+
+
+def openapi_document() -> dict[str, Any]:
+    submission = _json(_ref("Submission"), "The submission")
+    listing = _json({"type": "object", "properties": {
+        "submissions": {"type": "array", "items": _ref("Submission")}}}, "Submissions")
+    paths: dict[str, Any] = {
+        "/auth/login": {"post": _op(
+            "Exchange a user name and password for an API token (shown once)",
+            {"201": _json(_ref("Login"), "A new token"), **_problems(400, 401, 415)},
+            body={"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["username", "password"], "properties": {
+                    "username": {"type": "string"}, "password": {"type": "string"},
+                    "token_name": {"type": "string"}}}}}},
+            public=True)},
+        "/auth/logout": {"post": _op("Revoke the token of this request",
+                                     {"204": {"description": "Revoked"}, **_problems(401)})},
+        "/auth/me": {"get": _op("Who the token belongs to",
+                                {"200": _json(_ref("User"), "The user"), **_problems(401)})},
+        "/auth/tokens": {"get": _op("My tokens (never their values)", {
+            "200": _json({"type": "object"}, "Tokens"), **_problems(401)})},
+        "/auth/tokens/{token_id}": {"delete": _op(
+            "Revoke one of my tokens", {"204": {"description": "Revoked"}, **_problems(401, 404)},
+            {"name": "token_id", "in": "path", "required": True, "schema": {"type": "integer"}})},
+        "/api/v1/assignments": {"get": _op("Assignments I can see", {
+            "200": _json({"type": "object", "properties": {"assignments": {
+                "type": "array", "items": _ref("Assignment")}}}, "Assignments"),
+            **_problems(401)})},
+        "/api/v1/assignments/{slug}": {"get": _op(
+            "Statement, checks shown to me, downloadable files",
+            {"200": _json(_ref("Assignment"), "The assignment"), **_problems(401, 404, 409)},
+            _SLUG, _COURSE)},
+        "/api/v1/assignments/{slug}/files/{name}": {"get": _op(
+            "Download the statement, starter code or a public test",
+            {"200": {"description": "The file", "content": {"text/plain": {
+                "schema": {"type": "string"}}}}, **_problems(401, 404, 409)},
+            _SLUG, {"name": "name", "in": "path", "required": True,
+                    "schema": {"type": "string"}}, _COURSE)},
+        "/api/v1/assignments/{slug}/submissions": {"post": _op(
+            "Submit .py files or one .zip of them; graded asynchronously",
+            {"202": submission, **_problems(400, 401, 403, 404, 409, 413, 415, 429)},
+            _SLUG, _COURSE,
+            body={"required": True, "content": {"multipart/form-data": {"schema": {
+                "type": "object", "required": ["files"], "properties": {"files": {
+                    "type": "array", "items": {"type": "string", "format": "binary"}}}}}}})},
+        "/api/v1/submissions": {"get": _op(
+            "My submissions, newest first", {"200": listing, **_problems(400, 401, 404, 409)},
+            {"name": "assignment", "in": "query", "schema": {"type": "string"}}, _COURSE,
+            _LIMIT, _OFFSET)},
+        "/api/v1/submissions/{submission_id}": {"get": _op(
+            "One submission with its results (as its reader may see them)",
+            {"200": submission, **_problems(401, 404)}, _SUBMISSION_ID)},
+        "/api/v1/instructor/assignments/{slug}": {"patch": _op(
+            "Set due date, late policy, rate limit, publication",
+            {"200": _json(_ref("Assignment"), "Updated"), **_problems(400, 401, 403, 404, 415)},
+            _SLUG, _COURSE, body={"required": True, "content": {"application/json": {
+                "schema": _ref("AssignmentSettings")}}})},
+        "/api/v1/instructor/assignments/{slug}/submissions": {"get": _op(
+            "All submissions of an assignment, filtered",
+            {"200": listing, **_problems(400, 401, 403, 404, 409)}, _SLUG, _COURSE, _STATUS,
+            {"name": "user", "in": "query", "schema": {"type": "string"}},
+            {"name": "latest", "in": "query", "schema": {"type": "string",
+                                                         "enum": ["true", "false"]}},
+            _LIMIT, _OFFSET)},
+        "/api/v1/instructor/assignments/{slug}/regrade": {"post": _op(
+            "Regrade every finished submission (optionally only those with a status)",
+            {"202": _json({"type": "object"}, "Submission ids queued again"),
+             **_problems(400, 401, 403, 404, 409)}, _SLUG, _COURSE, _STATUS)},
+        "/api/v1/instructor/submissions/{submission_id}/regrade": {"post": _op(
+            "Regrade one submission", {"202": _json({"type": "object"}, "Queued again"),
+                                       **_problems(401, 403, 404)}, _SUBMISSION_ID)},
+        "/api/v1/instructor/assignments/{slug}/scores.csv": {"get": _op(
+            "Scores and feedback codes as CSV (latest submission per student)",
+            {"200": {"description": "CSV", "content": {"text/csv": {
+                "schema": {"type": "string"}}}}, **_problems(401, 403, 404, 409)},
+            _SLUG, _COURSE, {"name": "all", "in": "query", "schema": {
+                "type": "string", "enum": ["true", "false"]}})},
+        "/api/v1/instructor/assignments/{slug}/gradescope.json": {"get": _op(
+            "Latest results per student in Gradescope results.json form",
+            {"200": _json({"type": "object"}, "Export"), **_problems(401, 403, 404, 409)},
+            _SLUG, _COURSE)},
+    }
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "autograde", "version": "1",
+                 "description": "Submit PyTorch assignments, read diagnoses. Errors are "
+                                "application/problem+json."},
+        "servers": [{"url": "/"}],
+        "security": [{"bearer": []}],
+        "paths": paths,
+        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+                       "schemas": _schemas()},
+    }
+
+
+def _schemas() -> dict[str, Any]:
+    nullable_str = {"type": "string", "nullable": True}
+    return {
+        "Problem": {"type": "object", "required": ["title", "status", "detail"], "properties": {
+            "type": {"type": "string"}, "title": {"type": "string"},
+            "status": {"type": "integer"}, "detail": {"type": "string"}}},
+        "User": {"type": "object", "properties": {
+            "id": {"type": "integer"}, "username": {"type": "string"},
+            "role": {"type": "string", "enum": ["student", "instructor", "admin"]}}},
+        "Login": {"type": "object", "required": ["token"], "properties": {
+            "token": {"type": "string"}, "user": _ref("User")}},
+        "Assignment": {"type": "object", "required": ["slug", "course", "title"], "properties": {
+            "slug": {"type": "string"}, "course": {"type": "string"},
+            "title": {"type": "string"}, "version": {"type": "string"},
+            "max_score": {"type": "number"}, "due_at": nullable_str,
+            "late_policy": {"type": "string"}, "statement": {"type": "string"},
+            "files": {"type": "array", "items": {"type": "string"}},
+            "checks": {"type": "array", "items": {"type": "object"}}}},
+        "AssignmentSettings": {"type": "object", "properties": {
+            "due_at": nullable_str,
+            "late_policy": {"type": "string", "enum": ["accept", "penalty", "reject"]},
+            "late_penalty_per_day": {"type": "number", "minimum": 0, "maximum": 1},
+            "rate_limit_count": {"type": "integer", "minimum": 1, "nullable": True},
+            "rate_limit_window_seconds": {"type": "integer", "minimum": 1, "nullable": True},
+            "published": {"type": "boolean"}, "results_published": {"type": "boolean"}},
+            "additionalProperties": False},
+        "Submission": {"type": "object", "required": ["id", "status"], "properties": {
+            "id": {"type": "integer"}, "assignment": {"type": "string"},
+            "course": {"type": "string"},
+            "status": {"type": "string", "enum": ["queued", "running", "graded", "failed"]},
+            "attempts": {"type": "integer"}, "late": {"type": "boolean"},
+            "message": nullable_str,
+            "score": {"type": "number", "nullable": True},
+            "max_score": {"type": "number", "nullable": True},
+            "results": {"type": "object", "nullable": True,
+                        "description": "The SPEC §3 results document (filtered for students)"},
+            "files": {"type": "array", "items": {"type": "object", "properties": {
+                "name": {"type": "string"}, "sha256": {"type": "string"},
+                "size": {"type": "integer"}}}}}},
+    }

@@ -1,0 +1,87 @@
+"""Celery bound to the Flask app: one ``celery_init_app``, tasks run inside the app context."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+from celery import Celery, Task
+from celery.signals import worker_process_init, worker_process_shutdown
+from flask import Flask, current_app
+
+from service.config import celery_settings
+from service.db import database, session
+from service.grading import Grader, GradingPolicy
+
+log = logging.getLogger(__name__)
+
+GRADE_TASK = "autograde.grade_submission"
+REAP_TASK = "autograde.reap_stuck_submissions"
+
+
+def celery_init_app(app: Flask) -> Celery:
+    class FlaskTask(Task):  # type: ignore[misc]
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            with app.app_context():
+                try:
+                    return self.run(*args, **kwargs)
+                finally:
+                    database().sessions.remove()
+
+    celery = Celery(app.name, task_cls=FlaskTask)
+    celery.config_from_object(celery_settings(app.config))
+    celery.set_default()
+    app.extensions["celery"] = celery
+
+    import service.tasks  # noqa: F401 - registers the shared tasks with this app
+
+    def after_fork(**_: Any) -> None:
+        app.extensions["autograde.db"].dispose_after_fork()
+
+    def at_exit(**_: Any) -> None:
+        grader = app.extensions.pop("autograde.grader", None)
+        if grader is not None:
+            grader.close()
+
+    worker_process_init.connect(after_fork, weak=False)
+    worker_process_shutdown.connect(at_exit, weak=False)
+    return celery
+
+
+def enqueue(submission_id: int) -> None:
+    """Send the grading task; call only after the submission is committed. A failure to publish
+    loses nothing: the submission stays ``queued`` and the reaper sends it again."""
+    celery: Celery = current_app.extensions["celery"]
+    try:
+        celery.send_task(GRADE_TASK, args=[submission_id], queue=current_app.config["QUEUE"],
+                         retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2,
+                                                   "interval_step": 0.5, "interval_max": 1.0})
+    except Exception as exc:
+        log.warning("could not enqueue submission %s (%s); the reaper will", submission_id,
+                    type(exc).__name__)
+
+
+def current_grader() -> Grader:
+    """This worker process's grader, built on first use (its sandbox backend with it)."""
+    grader: Grader | None = current_app.extensions.get("autograde.grader")
+    if grader is None:
+        grader = Grader(pipeline=_pipeline_factory(current_app.config["SANDBOX_BACKEND"]),
+                        policy=GradingPolicy.from_config(current_app.config))
+        current_app.extensions["autograde.grader"] = grader
+    return grader
+
+
+def _pipeline_factory(name: str) -> Any:
+    def build() -> Any:
+        from grader.pipeline import GradingPipeline
+        from sandbox import create_backend
+        from sandbox.selection import choose_backend
+
+        backend = choose_backend(warn=sys.stderr) if name == "auto" else name
+        return GradingPipeline(backend=create_backend(backend))
+
+    return build
+
+
+__all__ = ["GRADE_TASK", "REAP_TASK", "celery_init_app", "current_grader", "enqueue", "session"]

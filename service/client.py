@@ -1,0 +1,135 @@
+"""The student side of the CLI: log in, submit, follow a submission, print its report."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import requests
+
+from grader.report import render_report
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+class ClientError(Exception):
+    """A failure to show the user as one line (the server's problem detail, when it sent one)."""
+
+
+def credentials_path() -> Path:
+    base = os.environ.get("AUTOGRADE_CONFIG_DIR") or Path.home() / ".config" / "autograde"
+    return Path(base) / "credentials.json"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    url: str
+    token: str | None
+
+    @classmethod
+    def load(cls, url: str | None = None) -> Credentials:
+        stored: dict[str, Any] = {}
+        path = credentials_path()
+        if path.is_file():
+            stored = json.loads(path.read_text(encoding="utf-8"))
+        return cls(url=(url or os.environ.get("AUTOGRADE_URL") or stored.get("url")
+                        or DEFAULT_URL).rstrip("/"),
+                   token=os.environ.get("AUTOGRADE_TOKEN") or stored.get("token"))
+
+    def save(self, username: str) -> Path:
+        path = credentials_path()
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump({"url": self.url, "token": self.token, "username": username}, handle)
+        return path
+
+
+class Client:
+    """A thin HTTP client of the API; every error becomes a ClientError with a clear message."""
+
+    def __init__(self, credentials: Credentials, *, timeout: float = 30.0) -> None:
+        self.credentials = credentials
+        self.http = requests.Session()
+        self.timeout = timeout
+        if credentials.token:
+            self.http.headers["Authorization"] = f"Bearer {credentials.token}"
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        url = self.credentials.url + path
+        try:
+            response = self.http.request(method, url, timeout=self.timeout, **kwargs)
+        except requests.ConnectionError:
+            raise ClientError(f"cannot reach the grading service at {self.credentials.url} "
+                              "(is it running? `autograde run-embedded` starts one)") from None
+        except requests.RequestException as exc:
+            raise ClientError(f"request to {url} failed: {type(exc).__name__}") from None
+        if response.status_code >= 400:
+            try:
+                detail = response.json().get("detail")
+            except ValueError:
+                detail = None
+            raise ClientError(detail or f"{response.status_code} {response.reason}")
+        return response.json() if response.content else None
+
+    def login(self, username: str, password: str) -> Credentials:
+        body = self.call("POST", "/auth/login", json={"username": username,
+                                                      "password": password})
+        return Credentials(self.credentials.url, body["token"])
+
+    def submit(self, assignment: str, files: list[Path], course: str | None) -> Any:
+        parts = []
+        for path in files:
+            try:
+                parts.append(("files", (path.name, path.read_bytes())))
+            except OSError as exc:
+                raise ClientError(f"cannot read {path}: {exc.strerror}") from None
+        params = {"course": course} if course else None
+        return self.call("POST", f"/api/v1/assignments/{assignment}/submissions", files=parts,
+                         params=params)
+
+    def submission(self, submission_id: int) -> Any:
+        return self.call("GET", f"/api/v1/submissions/{submission_id}")
+
+    def wait(self, submission_id: int, *, progress: TextIO | None, timeout: float,
+             interval: float = 0.5, last: str | None = None) -> Any:
+        """Poll until graded or failed, printing each status change to ``progress``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            body = self.submission(submission_id)
+            status = body["status"]
+            if status != last and progress is not None:
+                attempt = f" (attempt {body['attempts']})" if status == "running" and \
+                    body["attempts"] > 1 else ""
+                print(f"  {status}{attempt}", file=progress, flush=True)
+                last = status
+            if status in ("graded", "failed"):
+                return body
+            if time.monotonic() > deadline:
+                raise ClientError(f"submission {submission_id} is still {status} after "
+                                  f"{timeout:g} s; check later with `autograde status "
+                                  f"{submission_id}`")
+            time.sleep(interval)
+
+
+def print_outcome(body: dict[str, Any], *, as_json: bool, out: TextIO = sys.stdout) -> int:
+    """The same report as ``autograde grade``; exit status 0 when graded."""
+    if as_json:
+        json.dump(body["results"] if body.get("results") is not None else body, out, indent=2)
+        out.write("\n")
+    elif body["status"] == "graded" and body.get("results") is not None:
+        names = ", ".join(f["name"] for f in body["files"])
+        print(f"{body['assignment']} — {names} (submission {body['id']})\n", file=out)
+        print(render_report(body["results"]), file=out)
+        if body.get("late"):
+            print("\nThis submission was late.", file=out)
+    elif body["status"] == "failed":
+        print(f"Submission {body['id']} could not be graded: {body.get('message')}", file=out)
+    else:
+        print(f"Submission {body['id']}: {body['status']}", file=out)
+    return 0 if body["status"] == "graded" else (1 if body["status"] == "failed" else 0)

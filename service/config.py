@@ -1,0 +1,87 @@
+"""Service configuration: defaults, overridden by ``AUTOGRADE_*`` environment variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "AUTOGRADE"
+
+DEFAULTS: dict[str, Any] = {
+    # Where data lives. The embedded default is one SQLite file and a kombu SQLAlchemy queue on
+    # another; production sets PostgreSQL and Redis URLs.
+    "DATABASE_URL": "sqlite:///" + str(Path(".autograde") / "autograde.db"),
+    "BROKER_URL": "sqla+sqlite:///" + str(Path(".autograde") / "broker.db"),
+    "QUEUE": "grading",
+    "SECRET_KEY": None,
+    # Sandbox: auto = docker when an engine answers, else local with a warning.
+    "SANDBOX_BACKEND": "auto",
+    # Uploads.
+    "MAX_UPLOAD_BYTES": 1 << 20,
+    "MAX_FILES": 20,
+    "MAX_FILE_BYTES": 256 << 10,
+    "ZIP_MAX_ENTRIES": 50,
+    "ZIP_MAX_UNCOMPRESSED_BYTES": 2 << 20,
+    # Per student and assignment, unless the assignment sets its own.
+    "RATE_LIMIT_COUNT": 10,
+    "RATE_LIMIT_WINDOW_SECONDS": 3600,
+    # Grading runs. The task's limits sit above the sandbox's wall-clock deadline; the broker's
+    # visibility timeout above the task's hard limit, so a running task is never redelivered.
+    "TASK_SOFT_TIME_LIMIT": 90,
+    "TASK_TIME_LIMIT": 120,
+    "VISIBILITY_TIMEOUT": 600,
+    "LEASE_SECONDS": 150,
+    "QUEUED_STALE_SECONDS": 900,
+    "MAX_ATTEMPTS": 3,
+    "REAPER_INTERVAL_SECONDS": 60,
+    "SANDBOX_RETRY_SECONDS": 30,
+    "TOKEN_DAYS": 90,
+}
+
+_INTS = {name for name, value in DEFAULTS.items() if isinstance(value, int)}
+
+
+def load_config(overrides: Mapping[str, Any] | None = None,
+                environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Defaults, then ``AUTOGRADE_<NAME>`` variables, then explicit overrides (tests)."""
+    environ = os.environ if environ is None else environ
+    config = dict(DEFAULTS)
+    for name in DEFAULTS:
+        raw = environ.get(f"{ENV_PREFIX}_{name}")
+        if raw is not None:
+            config[name] = int(raw) if name in _INTS else raw
+    config.update(overrides or {})
+    return config
+
+
+def celery_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Celery settings derived from the service config (one visibility timeout everywhere)."""
+    transport: dict[str, Any] = {"visibility_timeout": config["VISIBILITY_TIMEOUT"]}
+    if str(config["BROKER_URL"]).startswith("sqla+"):
+        # kombu hands these to create_engine. The SQL transport has no visibility timeout: a
+        # message taken by a worker that dies is not redelivered, the reaper re-queues it.
+        transport = {"connect_args": {"timeout": 30}}
+    return {
+        "broker_url": config["BROKER_URL"],
+        "broker_transport_options": transport,
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_max_retries": None,
+        "task_default_queue": config["QUEUE"],
+        "task_ignore_result": True,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_soft_time_limit": config["TASK_SOFT_TIME_LIMIT"],
+        "task_time_limit": config["TASK_TIME_LIMIT"],
+        "worker_prefetch_multiplier": 1,
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "worker_hijack_root_logger": False,
+        "beat_schedule": {
+            "reap-stuck-submissions": {
+                "task": "autograde.reap_stuck_submissions",
+                "schedule": float(config["REAPER_INTERVAL_SECONDS"]),
+                "options": {"queue": config["QUEUE"]},
+            },
+        },
+    }

@@ -1,0 +1,81 @@
+// Live updates without reloading: a submission's status, the dashboard's queue and regrade progress.
+"use strict";
+
+(function () {
+  function badge(status) {
+    const span = document.createElement("span");
+    span.className = "badge status-" + status;
+    span.textContent = status;
+    return span;
+  }
+
+  function pollSubmission(live) {
+    const url = live.dataset.statusUrl;
+    const statusText = document.getElementById("status-text");
+    const hint = document.getElementById("status-hint");
+    let last = null;
+    async function tick() {
+      let body;
+      try {
+        const response = await fetch(url, {headers: {"Accept": "application/json"}, credentials: "same-origin"});
+        if (!response.ok) throw new Error(response.status);
+        body = await response.json();
+      } catch (error) {
+        hint.textContent = "connection lost, retrying…";
+        setTimeout(tick, 3000);
+        return;
+      }
+      if (body.status !== last) {
+        statusText.replaceChildren(badge(body.status));
+        last = body.status;
+      }
+      if (!body.done) {
+        hint.textContent = body.status === "queued" ? "waiting for a grader…" : "being graded…";
+        setTimeout(tick, 1000);
+        return;
+      }
+      // The result part is rendered (and escaped) by the server; swap it in.
+      const fragment = await fetch(body.result_url, {credentials: "same-origin"});
+      document.getElementById("result").innerHTML = await fragment.text();
+      hint.textContent = "";
+      live.dataset.finished = "yes";
+      const bar = live.querySelector(".progress");
+      if (bar) bar.remove();
+      document.dispatchEvent(new CustomEvent("autograde:graded", {detail: body}));
+    }
+    tick();
+  }
+
+  function pollQueue(card) {
+    const url = card.dataset.queueUrl;
+    const set = (id, text) => { const el = document.getElementById(id); if (el) el.textContent = text; };
+    const seconds = (v) => (v === null || v === undefined) ? "—" : v.toFixed(1) + " s";
+    async function tick() {
+      try {
+        const response = await fetch(url, {credentials: "same-origin"});
+        if (response.ok) {
+          const body = await response.json();
+          for (const k of ["queued", "running", "graded", "failed"]) set("q-" + k, String(body.queue[k]));
+          set("lat-median", seconds(body.latency.median));
+          set("lat-p95", seconds(body.latency.p95));
+          set("lat-wait", seconds(body.latency.wait_median));
+          if (body.regrade) {
+            const box = document.getElementById("regrade-progress");
+            box.hidden = false;
+            const bar = document.getElementById("regrade-bar");
+            bar.max = Math.max(body.regrade.total, 1);
+            bar.value = body.regrade.done;
+            set("regrade-text", body.regrade.done + " of " + body.regrade.total + " regraded");
+          }
+        }
+      } catch (error) { /* keep polling */ }
+      setTimeout(tick, 2000);
+    }
+    tick();
+  }
+
+  const live = document.getElementById("live");
+  if (live && live.dataset.finished === "no") pollSubmission(live);
+  const queue = document.getElementById("queue");
+  if (queue && queue.dataset.queueUrl) pollQueue(queue);
+})();

@@ -1,0 +1,28 @@
+"""The Celery tasks: thin, named, taking ids. Grading itself lives in ``service.grading``."""
+
+from __future__ import annotations
+
+from celery import Task, shared_task
+from flask import current_app
+
+from service.celery_app import GRADE_TASK, REAP_TASK, current_grader, enqueue
+from service.db import session
+from service.grading import GradingPolicy, reap
+
+
+@shared_task(name=GRADE_TASK, bind=True, acks_late=True,  # type: ignore[untyped-decorator]
+             reject_on_worker_lost=True)
+def grade_submission(self: Task, submission_id: int) -> str:
+    """Grade one submission (idempotent: a second delivery finds it claimed or done)."""
+    outcome = current_grader().grade(session(), submission_id)
+    if outcome == "released":
+        raise self.retry(countdown=current_app.config["SANDBOX_RETRY_SECONDS"], max_retries=None)
+    return outcome
+
+
+@shared_task(name=REAP_TASK)  # type: ignore[untyped-decorator]
+def reap_stuck_submissions() -> dict[str, int]:
+    """Periodic (beat): re-queue stuck submissions, fail those out of attempts."""
+    return reap(session(), policy=GradingPolicy.from_config(current_app.config),
+                queued_stale_seconds=int(current_app.config["QUEUED_STALE_SECONDS"]),
+                enqueue=enqueue)

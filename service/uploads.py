@@ -1,0 +1,115 @@
+"""Reading a submission's files from an upload: ``.py`` files, or one zip checked entry by entry."""
+
+from __future__ import annotations
+
+import io
+import stat
+import zipfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from werkzeug.datastructures import FileStorage
+
+from service.errors import ServiceError, TooLarge, UnsupportedMedia
+
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+@dataclass(frozen=True)
+class UploadLimits:
+    max_files: int
+    max_file_bytes: int
+    zip_max_entries: int
+    zip_max_uncompressed_bytes: int
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> UploadLimits:
+        return cls(config["MAX_FILES"], config["MAX_FILE_BYTES"], config["ZIP_MAX_ENTRIES"],
+                   config["ZIP_MAX_UNCOMPRESSED_BYTES"])
+
+
+def read_upload(parts: Iterable[FileStorage], limits: UploadLimits) -> dict[str, bytes]:
+    """The files of a multipart upload by plain name; problems raise ServiceError (4xx)."""
+    files: dict[str, bytes] = {}
+    for part in parts:
+        name = PurePosixPath((part.filename or "").replace("\\", "/")).name
+        data = part.read(limits.max_file_bytes * 4 + 1)
+        if name.endswith(".zip") or data.startswith(ZIP_MAGIC):
+            _merge(files, read_zip(data, limits))
+        elif name.endswith(".py"):
+            _merge(files, {name: data})
+        else:
+            raise UnsupportedMedia(f"{name or 'an unnamed part'!r} is neither a .py file nor a "
+                                   ".zip archive; submit Python source files or one zip of them.")
+    if not files:
+        raise ServiceError("No files were submitted: send one or more .py files (form field "
+                           "`files`) or a .zip of them.")
+    if len(files) > limits.max_files:
+        raise ServiceError(f"{len(files)} files submitted; at most {limits.max_files} are "
+                           "accepted.")
+    for name, data in files.items():
+        if len(data) > limits.max_file_bytes:
+            raise TooLarge(f"{name} is {len(data) // 1024} KiB; a file may have at most "
+                           f"{limits.max_file_bytes // 1024} KiB.")
+    return files
+
+
+def read_zip(data: bytes, limits: UploadLimits) -> dict[str, bytes]:
+    """The ``.py`` files of a zip, refusing anything that could escape or explode."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        entries = archive.infolist()
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise UnsupportedMedia(f"The zip archive cannot be read ({exc}).") from exc
+    if len(entries) > limits.zip_max_entries:
+        raise TooLarge(f"The zip has {len(entries)} entries; at most {limits.zip_max_entries} "
+                       "are accepted.")
+    declared = sum(entry.file_size for entry in entries)
+    if declared > limits.zip_max_uncompressed_bytes:
+        raise TooLarge(f"The zip unpacks to {declared // 1024} KiB; at most "
+                       f"{limits.zip_max_uncompressed_bytes // 1024} KiB are accepted.")
+    files: dict[str, bytes] = {}
+    for entry in entries:
+        _check_entry(entry)
+        if entry.is_dir() or _ignored(entry.filename):
+            continue
+        name = PurePosixPath(entry.filename).name
+        if not name.endswith(".py"):
+            raise UnsupportedMedia(f"The zip holds {entry.filename!r}; only .py files are "
+                                   "accepted.")
+        with archive.open(entry) as handle:
+            content = handle.read(limits.max_file_bytes + 1)
+        if len(content) > limits.max_file_bytes:
+            raise TooLarge(f"{entry.filename} unpacks to more than "
+                           f"{limits.max_file_bytes // 1024} KiB.")
+        _merge(files, {name: content})
+    return files
+
+
+def _check_entry(entry: zipfile.ZipInfo) -> None:
+    name = entry.filename.replace("\\", "/")
+    path = PurePosixPath(name)
+    if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
+        raise ServiceError(f"The zip entry {entry.filename!r} has an absolute path; zip the files "
+                           "themselves, with relative names.")
+    if ".." in path.parts:
+        raise ServiceError(f"The zip entry {entry.filename!r} points outside the archive (`..`).")
+    kind = stat.S_IFMT(entry.external_attr >> 16)
+    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+        raise ServiceError(f"The zip entry {entry.filename!r} is a link or a special file; only "
+                           "regular files are accepted.")
+
+
+def _ignored(name: str) -> bool:
+    """Clutter that zip tools add: macOS resource forks and caches."""
+    parts = PurePosixPath(name).parts
+    return "__MACOSX" in parts or "__pycache__" in parts or PurePosixPath(name).name.startswith(".")
+
+
+def _merge(files: dict[str, bytes], new: dict[str, bytes]) -> None:
+    for name in new:
+        if name in files:
+            raise ServiceError(f"Two files are called {name}; file names must be unique.")
+    files.update(new)

@@ -1,0 +1,73 @@
+"""What a student may read of a results document (Gradescope's visibility semantics). Pure.
+
+``visible`` checks are always shown; ``after_due_date`` ones once the due date has passed;
+``after_published`` and ``hidden`` ones once the instructor publishes results. Until then an
+unreleased check reveals nothing: not its name, score, output or tags, no diagnosis that only it
+supports, and the summary never says "all checks passed" while one is held back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from grader.feedback import CATALOGUE
+
+_STUDENT_META = ("assignment", "assignment_version", "seed", "backend", "termination",
+                 "stdout", "stderr", "output_truncated")
+
+
+def released(visibility: str, *, now: datetime, due_at: datetime | None,
+             results_published: bool) -> bool:
+    if visibility == "visible":
+        return True
+    if visibility == "after_due_date":
+        return results_published or (due_at is not None and now >= due_at)
+    return results_published
+
+
+def student_view(document: Mapping[str, Any], *, now: datetime, due_at: datetime | None,
+                 results_published: bool) -> dict[str, Any]:
+    """The document as its student may read it now."""
+    shown = [t for t in document["tests"] if released(
+        t["visibility"], now=now, due_at=due_at, results_published=results_published)]
+    numbers = {t["number"] for t in shown}
+    withheld = len(document["tests"]) - len(shown)
+    diagnoses = []
+    for diagnosis in document["diagnoses"]:
+        tests = [n for n in diagnosis["tests"] if n in numbers]
+        if tests or not diagnosis["tests"]:
+            diagnoses.append({**diagnosis, "tests": tests})
+    score = round(sum(t["score"] for t in shown), 4)
+    max_score = round(sum(t["max_score"] for t in shown), 4)
+    meta = document.get("autograde", {})
+    return {
+        "score": score,
+        "max_score": max_score,
+        "execution_time": document["execution_time"],
+        "output": _summary(score, max_score, shown, diagnoses, withheld),
+        "tests": shown,
+        "diagnoses": diagnoses,
+        "withheld_checks": withheld,
+        "autograde": {key: meta[key] for key in _STUDENT_META if key in meta},
+    }
+
+
+def _summary(score: float, max_score: float, shown: list[dict[str, Any]],
+             diagnoses: list[dict[str, Any]], withheld: int) -> str:
+    failed = sum(1 for t in shown if t["status"] == "failed")
+    lines = [f"Score {score:g}/{max_score:g}" + (" on the checks shown so far." if withheld
+                                                 else ".")]
+    if failed:
+        lines.append(f"{failed} of {len(shown)} checks shown failed.")
+    elif withheld:
+        lines.append(f"All {len(shown)} checks shown passed.")
+    else:
+        lines.append("All checks passed.")
+    if withheld:
+        lines.append(f"{withheld} more check{'s are' if withheld > 1 else ' is'} graded but "
+                     "shown only after release.")
+    lines += [f"[{d['code']}] {CATALOGUE[d['code']].title}" if d["code"] in CATALOGUE
+              else f"[{d['code']}]" for d in diagnoses]
+    return "\n".join(lines)

@@ -1,0 +1,62 @@
+"""The web forms (Flask-WTF: every one carries a CSRF token)."""
+
+from __future__ import annotations
+
+from flask_wtf import FlaskForm
+from wtforms import (
+    MultipleFileField,
+    PasswordField,
+    SelectField,
+    StringField,
+    SubmitField,
+    TextAreaField,
+)
+from wtforms.validators import DataRequired, Length, Optional, Regexp
+
+ROLE_CHOICES = ["student", "instructor"]
+
+
+class Form(FlaskForm):  # type: ignore[misc]  # flask_wtf ships no type hints
+    """The base of the forms below."""
+
+
+class LoginForm(Form):
+    username = StringField("User name", validators=[DataRequired(), Length(max=64)])
+    password = PasswordField("Password", validators=[DataRequired(), Length(max=256)])
+    submit = SubmitField("Log in")
+
+
+class SubmitForm(Form):
+    files = MultipleFileField("Upload .py files or one .zip")
+    code = TextAreaField("…or paste your code", validators=[Optional(),
+                                                            Length(max=256 * 1024)])
+    filename = StringField("File name for pasted code", validators=[
+        Optional(), Length(max=100),
+        Regexp(r"^[A-Za-z_][A-Za-z0-9_]*\.py$", message="a Python file name such as mha.py")])
+    submit = SubmitField("Submit for grading")
+
+
+class ButtonForm(Form):
+    """A form that is only a button (log out, regrade, revoke): the CSRF token is the point."""
+
+    submit = SubmitField("Go")
+
+
+class TokenForm(Form):
+    name = StringField("Token name", validators=[DataRequired(), Length(max=64)])
+    submit = SubmitField("Create token")
+
+
+class EnrolForm(Form):
+    username = StringField("User name", validators=[DataRequired(), Length(max=64)])
+    role = SelectField("Role", choices=ROLE_CHOICES)
+    submit = SubmitField("Enrol")
+
+
+class NewUserForm(Form):
+    username = StringField("User name", validators=[
+        DataRequired(), Length(max=64), Regexp(r"^[A-Za-z0-9_.@-]+$",
+                                               message="letters, digits and _ . @ - only")])
+    display_name = StringField("Display name", validators=[Optional(), Length(max=128)])
+    role = SelectField("Role in the course", choices=ROLE_CHOICES)
+    submit = SubmitField("Create and enrol")

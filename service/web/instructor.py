@@ -1,0 +1,227 @@
+"""The instructor dashboard: charts, submissions with filters, detail, regrade, exports, people."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+from flask import (
+    Response,
+    abort,
+    flash,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask import (
+    session as cookie_session,
+)
+from sqlalchemy import select
+from werkzeug.wrappers import Response as BaseResponse
+
+from service.accounts import create_user, issue_token, revoke_token
+from service.celery_app import enqueue
+from service.courses import course_by_code, enrol, find_assignment, require_instructor
+from service.dashboard import (
+    SubmissionFilter,
+    assignment_stats,
+    course_members,
+    filter_submissions,
+    queue_counts,
+    regrade_progress,
+    taught_assignments,
+    taught_courses,
+    teaches,
+)
+from service.db import session
+from service.errors import Forbidden, NotFound, ServiceError
+from service.instructor import gradescope_results, list_submissions, regrade, scores_csv
+from service.models import Course, CourseAssignment, CourseRole, Role, User
+from service.submissions import readable_submission
+from service.web.forms import ButtonForm, EnrolForm, NewUserForm, TokenForm
+from service.web.pages import page_blueprint
+from service.web.session_auth import login_page, page_user
+from service.web.student import result_context
+
+blueprint = page_blueprint("dashboard", __name__, url_prefix="/dashboard")
+account = page_blueprint("account", __name__, url_prefix="/account")
+
+
+def _taught(course: str, slug: str) -> CourseAssignment:
+    target = find_assignment(session(), page_user(), slug, course)
+    require_instructor(session(), page_user(), target)
+    return target
+
+
+def _course(code: str) -> Course:
+    course = course_by_code(session(), code)
+    if not teaches(session(), page_user(), course):
+        raise Forbidden("Only the course's instructors may do this.")
+    return course
+
+
+@blueprint.get("/")
+@login_page
+def index() -> str:
+    user = page_user()
+    rows = taught_assignments(session(), user)
+    if not rows and not taught_courses(session(), user):
+        raise Forbidden("The dashboard is for a course's instructors.")
+    return render_template("dashboard/index.html", assignments=rows,
+                           courses=taught_courses(session(), user),
+                           queues={a.id: queue_counts(session(), a) for a in rows},
+                           service_queue=queue_counts(session()))
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>")
+@login_page
+def assignment(course: str, slug: str) -> str:
+    target = _taught(course, slug)
+    stats = assignment_stats(session(), target)
+    return render_template("dashboard/assignment.html", assignment=target, stats=stats,
+                           charts=stats.charts(), regrade_form=ButtonForm(prefix="regrade"),
+                           regrading=cookie_session.get(_regrade_key(target)))
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/queue.json")
+@login_page
+def queue(course: str, slug: str) -> Response:
+    target = _taught(course, slug)
+    stats = assignment_stats(session(), target)
+    ids = cookie_session.get(_regrade_key(target)) or []
+    return jsonify(queue=stats.queue, latency=stats.latency,
+                   regrade=regrade_progress(session(), ids) if ids else None)
+
+
+def _regrade_key(target: CourseAssignment) -> str:
+    return f"regrade-{target.id}"
+
+
+@blueprint.post("/courses/<course>/assignments/<slug>/regrade")
+@login_page
+def regrade_all(course: str, slug: str) -> BaseResponse:
+    target = _taught(course, slug)
+    if not ButtonForm(prefix="regrade").validate_on_submit():
+        abort(400)
+    chosen = regrade(session(), list_submissions(session(), target, limit=10**6), enqueue)
+    cookie_session[_regrade_key(target)] = chosen[:5000]
+    flash(f"Regrading {len(chosen)} submission(s).", "info")
+    return redirect(url_for("dashboard.assignment", course=course, slug=slug) + "#queue", 303)
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/submissions")
+@login_page
+def submissions(course: str, slug: str) -> str:
+    target = _taught(course, slug)
+    wanted = SubmissionFilter.from_args(request.args)
+    rows = filter_submissions(session(), target, wanted)
+    codes = sorted({c for s in filter_submissions(session(), target, SubmissionFilter())
+                    if s.result for c in s.result.codes})
+    return render_template("dashboard/submissions.html", assignment=target, rows=rows,
+                           wanted=wanted, codes=codes)
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/scores.csv")
+@login_page
+def export_csv(course: str, slug: str) -> Response:
+    target = _taught(course, slug)
+    rows = list_submissions(session(), target, latest=request.args.get("all") != "true",
+                            limit=10**6)
+    return Response(scores_csv(rows), mimetype="text/csv", headers={
+        "Content-Disposition": f'attachment; filename="{target.slug}-scores.csv"'})
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/gradescope.json")
+@login_page
+def export_gradescope(course: str, slug: str) -> Response:
+    target = _taught(course, slug)
+    rows = list_submissions(session(), target, latest=True, limit=10**6)
+    body = {"submissions": [{"username": s.user.username, "submission_id": s.id,
+                             "results": gradescope_results(s)} for s in rows]}
+    return Response(json.dumps(body, indent=1), mimetype="application/json", headers={
+        "Content-Disposition": f'attachment; filename="{target.slug}-gradescope.json"'})
+
+
+@blueprint.get("/submissions/<int:submission_id>")
+@login_page
+def submission(submission_id: int) -> str:
+    found = readable_submission(session(), page_user(), submission_id)
+    require_instructor(session(), page_user(), found.assignment)
+    document = found.result.document if found.result else None
+    return render_template("dashboard/submission.html", **result_context(found, page_user()),
+                           document_json=json.dumps(document, indent=2) if document else None,
+                           meta=(document or {}).get("autograde", {}),
+                           regrade_form=ButtonForm(prefix="regrade"))
+
+
+@blueprint.post("/submissions/<int:submission_id>/regrade")
+@login_page
+def regrade_one(submission_id: int) -> BaseResponse:
+    found = readable_submission(session(), page_user(), submission_id)
+    require_instructor(session(), page_user(), found.assignment)
+    if not ButtonForm(prefix="regrade").validate_on_submit():
+        abort(400)
+    if regrade(session(), [found], enqueue):
+        flash("Regrading: a new round is queued.", "info")
+    else:
+        flash("This submission is already queued or running.", "error")
+    return redirect(url_for("dashboard.submission", submission_id=submission_id), 303)
+
+
+@blueprint.route("/courses/<course>/people", methods=["GET", "POST"])
+@login_page
+def people(course: str) -> str | BaseResponse:
+    target = _course(course)
+    enrol_form, user_form = EnrolForm(prefix="enrol"), NewUserForm(prefix="new")
+    created: dict[str, str] | None = None
+    try:
+        if enrol_form.submit.data and enrol_form.validate_on_submit():
+            user = session().scalar(select(User).where(User.username == enrol_form.username.data))
+            if user is None:
+                raise NotFound(f"There is no user {enrol_form.username.data!r}.")
+            enrol(session(), course=target, user=user, role=CourseRole(enrol_form.role.data))
+            session().commit()
+            flash(f"{user.username} is enrolled as {enrol_form.role.data}.", "info")
+            return redirect(url_for("dashboard.people", course=course), 303)
+        if user_form.submit.data and user_form.validate_on_submit():
+            password = secrets.token_urlsafe(12)
+            user = create_user(session(), username=user_form.username.data or "",
+                               password=password, role=Role.STUDENT,
+                               display_name=user_form.display_name.data or "")
+            enrol(session(), course=target, user=user, role=CourseRole(user_form.role.data))
+            session().commit()
+            created = {"username": user.username, "password": password}
+    except ServiceError as error:
+        session().rollback()
+        flash(error.detail, "error")
+    return render_template("dashboard/people.html", course=target,
+                           members=course_members(session(), target), enrol_form=enrol_form,
+                           user_form=user_form, created=created)
+
+
+@account.route("/tokens", methods=["GET", "POST"])
+@login_page
+def tokens() -> str:
+    user, form = page_user(), TokenForm()
+    issued = None
+    if form.validate_on_submit():
+        issued = issue_token(session(), user, name=form.name.data or "web").token
+        session().commit()
+    return render_template("account/tokens.html", form=form, issued=issued,
+                           tokens=sorted(user.tokens, key=lambda t: t.id, reverse=True),
+                           revoke_form=ButtonForm(prefix="revoke"))
+
+
+@account.post("/tokens/<int:token_id>/revoke")
+@login_page
+def revoke(token_id: int) -> BaseResponse:
+    token = next((t for t in page_user().tokens if t.id == token_id), None)
+    if token is None:
+        raise NotFound(f"You have no token {token_id}.")
+    if ButtonForm(prefix="revoke").validate_on_submit():
+        revoke_token(token)
+        session().commit()
+        flash(f"Token {token.prefix}… revoked.", "info")
+    return redirect(url_for("account.tokens"), 303)

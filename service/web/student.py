@@ -1,0 +1,201 @@
+"""Student pages: log in, assignments, the statement and submit form, live status, the result."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+from urllib.parse import urlsplit
+
+from flask import (
+    Response,
+    current_app,
+    flash,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from werkzeug.datastructures import FileStorage
+from werkzeug.wrappers import Response as BaseResponse
+
+from assignments import load_assignment
+from service.accounts import authenticate
+from service.catalogue import assignment_detail, public_file
+from service.celery_app import enqueue
+from service.courses import find_assignment, visible_assignments
+from service.dashboard import best_scores, pointed_lines, taught_courses
+from service.db import session
+from service.errors import ServiceError, Unauthorized
+from service.models import CourseAssignment, Submission, SubmissionStatus, User
+from service.submissions import (
+    my_submissions,
+    rate_limit_for,
+    readable_submission,
+    submission_json,
+    submit,
+)
+from service.uploads import UploadLimits, read_upload
+from service.web.forms import ButtonForm, LoginForm, SubmitForm
+from service.web.pages import page_blueprint
+from service.web.render import code_file, markdown
+from service.web.session_auth import log_in, log_out, login_page, page_user, web_user
+
+blueprint = page_blueprint("web", __name__)
+
+FINISHED = {SubmissionStatus.GRADED.value, SubmissionStatus.FAILED.value}
+
+
+@blueprint.app_context_processor
+def page_globals() -> dict[str, Any]:
+    user = web_user() if request.blueprint in {"web", "dashboard"} else None
+    return {"viewer": user, "logout_form": ButtonForm(prefix="logout"),
+            "teaches": bool(user and taught_courses(session(), user))}
+
+
+@blueprint.get("/")
+def home() -> BaseResponse:
+    return redirect(url_for("web.assignments" if web_user() else "web.login"))
+
+
+@blueprint.route("/login", methods=["GET", "POST"])
+def login() -> str | BaseResponse | tuple[str, int, dict[str, str]]:
+    form = LoginForm()
+    if form.validate_on_submit():
+        throttle = current_app.extensions["autograde.login_throttle"]
+        address, name = request.remote_addr or "-", form.username.data or ""
+        if not throttle.allowed(address, name):
+            seconds = throttle.retry_after(address, name)
+            flash(f"Too many failed logins; try again in {seconds} s.", "error")
+            return render_template("login.html", form=form), 429, {"Retry-After": str(seconds)}
+        try:
+            user = authenticate(session(), username=name, password=form.password.data or "")
+        except Unauthorized as error:
+            throttle.failed(address, name)
+            flash(error.detail, "error")
+            return render_template("login.html", form=form), 401, {}
+        session().commit()
+        log_in(user)
+        return redirect(_safe_next(request.args.get("next")))
+    return render_template("login.html", form=form)
+
+
+def _safe_next(target: str | None) -> str:
+    """Only a path of this site: an open redirect would make the login page a phishing aid."""
+    if target and target.startswith("/") and not target.startswith("//") \
+            and not urlsplit(target).netloc and "\\" not in target:
+        return target
+    return url_for("web.assignments")
+
+
+@blueprint.post("/logout")
+def logout() -> BaseResponse:
+    if ButtonForm(prefix="logout").validate_on_submit():
+        log_out()
+    return redirect(url_for("web.login"))
+
+
+@blueprint.get("/assignments")
+@login_page
+def assignments() -> str:
+    user = page_user()
+    rows = visible_assignments(session(), user)
+    return render_template("student/assignments.html", assignments=rows,
+                           best=best_scores(session(), user, rows))
+
+
+def _assignment(course: str, slug: str) -> CourseAssignment:
+    return find_assignment(session(), page_user(), slug, course)
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>")
+@login_page
+def assignment(course: str, slug: str) -> str:
+    user, target = page_user(), _assignment(course, slug)
+    detail = assignment_detail(session(), user, target)
+    history = [submission_json(session(), s, user)
+               for s in my_submissions(session(), user, target, 100, 0)]
+    return render_template("student/assignment.html", assignment=target, detail=detail,
+                           statement=markdown(detail["statement"]), history=history,
+                           form=SubmitForm(), entry=load_assignment(target.slug).entry,
+                           chart={"points": [{"id": h["id"], "at": h["requested_at"],
+                                              "score": h["score"], "max": h["max_score"]}
+                                             for h in reversed(history)
+                                             if h["score"] is not None]})
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/files/<path:name>")
+@login_page
+def assignment_file(course: str, slug: str, name: str) -> Response:
+    path = public_file(_assignment(course, slug), name)
+    return Response(path.read_bytes(), mimetype="text/plain; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{path.name}"'})
+
+
+@blueprint.post("/courses/<course>/assignments/<slug>/submissions")
+@login_page
+def create_submission(course: str, slug: str) -> BaseResponse:
+    target = _assignment(course, slug)
+    back = redirect(url_for("web.assignment", course=course, slug=slug) + "#submit", 303)
+    form = SubmitForm()
+    if not form.validate_on_submit():
+        for field, errors in form.errors.items():
+            flash(f"{getattr(form, field).label.text}: {'; '.join(errors)}", "error")
+        return back
+    try:
+        files = read_upload(_uploaded_parts(form, load_assignment(target.slug).entry),
+                            UploadLimits.from_config(current_app.config))
+        created = submit(session(), user=page_user(), assignment=target, files=files,
+                         limit=rate_limit_for(target, current_app.config))
+    except ServiceError as error:
+        session().rollback()
+        flash(error.detail, "error")
+        return back
+    session().commit()
+    enqueue(created.id)
+    return redirect(url_for("web.submission", submission_id=created.id), 303)
+
+
+def _uploaded_parts(form: SubmitForm, entry: str) -> list[FileStorage]:
+    uploads = [f for f in form.files.data or [] if isinstance(f, FileStorage) and f.filename]
+    if uploads:
+        return uploads
+    code = (form.code.data or "").replace("\r\n", "\n")
+    if not code.strip():
+        return []
+    return [FileStorage(io.BytesIO(code.encode()), filename=form.filename.data or entry)]
+
+
+@blueprint.get("/submissions/<int:submission_id>")
+@login_page
+def submission(submission_id: int) -> str:
+    found = readable_submission(session(), page_user(), submission_id)
+    return render_template("student/submission.html", **result_context(found, page_user()))
+
+
+@blueprint.get("/submissions/<int:submission_id>/status.json")
+@login_page
+def submission_status(submission_id: int) -> Response:
+    found = readable_submission(session(), page_user(), submission_id)
+    body = submission_json(session(), found, page_user())
+    return jsonify(id=found.id, status=body["status"], attempts=body["attempts"],
+                   done=body["status"] in FINISHED, score=body["score"],
+                   max_score=body["max_score"],
+                   result_url=url_for("web.submission_result", submission_id=found.id))
+
+
+@blueprint.get("/submissions/<int:submission_id>/result")
+@login_page
+def submission_result(submission_id: int) -> str:
+    """The result part of the page, fetched by the status poller when grading ends."""
+    found = readable_submission(session(), page_user(), submission_id)
+    return render_template("student/_result.html", **result_context(found, page_user()))
+
+
+def result_context(found: Submission, viewer: User) -> dict[str, Any]:
+    body = submission_json(session(), found, viewer)
+    names = [f.name for f in found.files]
+    notes = pointed_lines(body["results"], names, load_assignment(found.assignment.slug).entry)
+    return {"submission": found, "body": body, "results": body["results"],
+            "files": [code_file(f.name, f.content, notes.get(f.name, {})) for f in found.files],
+            "finished": body["status"] in FINISHED}

@@ -1,0 +1,214 @@
+"""Grading on PostgreSQL: exactly-once by claim token and compare-and-set, the reaper, rounds,
+what students may read, exports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from datetime import timedelta
+
+import pytest
+from flask import Flask
+from sqlalchemy import func, select
+
+from grader.pipeline import GradingPipeline
+from sandbox import create_backend
+from service import db
+from service.accounts import create_user
+from service.celery_app import current_grader
+from service.grading import GradingPolicy, claim, reap, store_result
+from service.instructor import gradescope_results, regrade, scores_csv
+from service.models import CourseAssignment, Result, Submission, SubmissionStatus, User, utcnow
+from service.submissions import RateLimit, submission_json, submit
+from service.visibility import student_view
+from tests.servicekit import Factory, corpus
+
+POLICY = GradingPolicy(lease_seconds=60, max_attempts=3)
+SYNTAX = corpus("attention", "syntax_missing_colon.py")
+
+
+def _submit(factory: Factory, files: dict[str, bytes] | None = None) -> Submission:
+    course = factory.courses.get("ml101") or factory.course()
+    user = factory.user(course=course)
+    submission = submit(db.session(), user=user, assignment=factory.assignment(course),
+                        files=files or dict([SYNTAX]), limit=RateLimit(100, 60))
+    db.session().commit()
+    return submission
+
+
+def _results(submission_id: int) -> int:
+    return db.session().scalar(select(func.count()).select_from(Result).where(
+        Result.submission_id == submission_id)) or 0
+
+
+def test_graded_once_even_when_delivered_twice(pg_app: Flask, pg_factory: Factory) -> None:
+    submission = _submit(pg_factory)
+    grader = current_grader()
+    assert grader.grade(db.session(), submission.id) == "graded"
+    assert grader.grade(db.session(), submission.id) == "skipped"
+    db.session().expire_all()
+    graded = db.session().get(Submission, submission.id)
+    assert graded is not None and graded.status is SubmissionStatus.GRADED
+    assert graded.attempts == 1 and _results(submission.id) == 1
+    assert graded.result is not None and graded.result.codes == ["syntax-error"]
+    assert graded.started_at and graded.graded_at and graded.requested_at
+
+
+def test_a_stale_claim_cannot_store(pg_app: Flask, pg_factory: Factory) -> None:
+    submission = _submit(pg_factory)
+    first = claim(db.session(), submission.id, POLICY)
+    assert first is not None
+    assert claim(db.session(), submission.id, POLICY) is None  # held and alive: not taken
+    db.session().execute(Submission.__table__.update().values(
+        lease_expires_at=utcnow() - timedelta(seconds=1)))
+    db.session().commit()
+    second = claim(db.session(), submission.id, POLICY)  # lease expired: taken over
+    assert second is not None and second.token != first.token
+    document = {"score": 1.0, "max_score": 10.0, "diagnoses": [], "tests": []}
+    assert store_result(db.session(), first, document) is False
+    assert store_result(db.session(), second, document) is True
+    assert _results(submission.id) == 1
+    assert db.session().get(Submission, submission.id).attempts == 2  # type: ignore[union-attr]
+
+
+def test_a_claim_of_a_dead_local_process_is_taken_at_once(pg_app: Flask,
+                                                          pg_factory: Factory) -> None:
+    submission = _submit(pg_factory)
+    assert claim(db.session(), submission.id, POLICY) is not None
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)
+    db.session().execute(Submission.__table__.update().values(
+        claimed_by=f"{os.uname().nodename}:{dead}"))
+    db.session().commit()
+    assert claim(db.session(), submission.id, POLICY) is not None
+
+
+def test_reaper_requeues_then_fails_with_a_message(pg_app: Flask, pg_factory: Factory) -> None:
+    submission = _submit(pg_factory)
+    sent: list[int] = []
+    for attempt in range(1, 4):
+        assert claim(db.session(), submission.id, POLICY) is not None
+        db.session().execute(Submission.__table__.update().values(
+            lease_expires_at=utcnow() - timedelta(seconds=1)))
+        db.session().commit()
+        counts = reap(db.session(), policy=POLICY, queued_stale_seconds=600, enqueue=sent.append)
+        if attempt < 3:
+            assert counts == {"requeued": 1, "failed": 0}
+        else:
+            assert counts == {"requeued": 0, "failed": 1}
+    assert sent == [submission.id, submission.id]
+    db.session().expire_all()
+    failed = db.session().get(Submission, submission.id)
+    assert failed is not None and failed.status is SubmissionStatus.FAILED
+    assert "could not grade" in (failed.message or "")
+    body = submission_json(db.session(), failed, failed.user)
+    assert body["status"] == "failed" and "not because of your code" in body["message"]
+
+
+def test_reaper_resends_queued_submissions_whose_message_was_lost(
+        pg_app: Flask, pg_factory: Factory) -> None:
+    submission = _submit(pg_factory)
+    sent: list[int] = []
+    assert reap(db.session(), policy=POLICY, queued_stale_seconds=600,
+                enqueue=sent.append)["requeued"] == 0
+    db.session().execute(Submission.__table__.update().values(
+        enqueued_at=utcnow() - timedelta(hours=1)))
+    db.session().commit()
+    assert reap(db.session(), policy=POLICY, queued_stale_seconds=600,
+                enqueue=sent.append)["requeued"] == 1
+    assert sent == [submission.id]
+
+
+def test_regrade_is_a_new_round_with_its_own_result(pg_app: Flask, pg_factory: Factory) -> None:
+    submission = _submit(pg_factory)
+    grader = current_grader()
+    grader.grade(db.session(), submission.id)
+    db.session().refresh(submission)
+    sent: list[int] = []
+    assert regrade(db.session(), [submission], sent.append) == [submission.id]
+    assert regrade(db.session(), [submission], sent.append) == []  # already queued
+    assert grader.grade(db.session(), submission.id) == "graded"
+    assert _results(submission.id) == 2
+    db.session().expire_all()
+    again = db.session().get(Submission, submission.id)
+    assert again is not None and again.round == 2 and again.result is not None
+
+
+def test_exports(pg_app: Flask, pg_factory: Factory) -> None:
+    submission = _submit(pg_factory)
+    current_grader().grade(db.session(), submission.id)
+    db.session().expire_all()
+    graded = db.session().get(Submission, submission.id)
+    assert graded is not None
+    rows = list(csv.DictReader(io.StringIO(scores_csv([graded]))))
+    assert rows[0]["codes"] == "syntax-error" and rows[0]["score"] == "0"
+    gradescope = gradescope_results(graded)
+    assert gradescope is not None
+    assert set(gradescope) == {"score", "execution_time", "output", "tests"}
+    assert {"name", "score", "max_score", "visibility"} <= set(gradescope["tests"][0])
+
+
+def _document(hidden_status: str) -> dict[str, object]:
+    def test(number: str, status: str, visibility: str) -> dict[str, object]:
+        return {"name": f"check {number}", "number": number, "score": 1.0 if status == "passed"
+                else 0.0, "max_score": 1.0, "status": status, "output": "observed",
+                "visibility": visibility, "tags": [] if status == "passed" else ["mask-ignored"]}
+
+    return {"score": 1.0, "max_score": 2.0, "execution_time": 0.1, "output": "...",
+            "tests": [test("1.1", "passed", "visible"), test("1.2", hidden_status,
+                                                             "after_due_date")],
+            "diagnoses": [{"code": "mask-ignored", "message": "secret evidence", "hint": "h",
+                           "tests": ["1.2"]}] if hidden_status == "failed" else [],
+            "autograde": {"seed": 1, "phases": {}}}
+
+
+@pytest.mark.parametrize("hidden_status", ["passed", "failed"])
+def test_unreleased_checks_reveal_nothing(hidden_status: str) -> None:
+    now = utcnow()
+    view = student_view(_document(hidden_status), now=now, due_at=now + timedelta(days=1),
+                        results_published=False)
+    assert [t["number"] for t in view["tests"]] == ["1.1"]
+    assert view["diagnoses"] == [] and view["withheld_checks"] == 1
+    assert "All checks passed" not in view["output"]
+    assert (view["score"], view["max_score"]) == (1.0, 1.0)
+    text = repr(view)
+    assert "secret evidence" not in text and "mask-ignored" not in text
+    after = student_view(_document(hidden_status), now=now + timedelta(days=2),
+                         due_at=now + timedelta(days=1), results_published=False)
+    assert len(after["tests"]) == 2 and after["withheld_checks"] == 0
+    assert ("All checks passed" in after["output"]) == (hidden_status == "passed")
+
+
+def test_students_get_the_filtered_view_instructors_the_whole(pg_app: Flask,
+                                                             pg_factory: Factory) -> None:
+    submission = _submit(pg_factory)
+    current_grader().grade(db.session(), submission.id)
+    db.session().expire_all()
+    graded = db.session().get(Submission, submission.id)
+    assert graded is not None
+    assignment = db.session().get(CourseAssignment, graded.assignment_id)
+    assert assignment is not None and assignment.due_at is None
+    student = submission_json(db.session(), graded, graded.user)
+    hidden = [t for t in graded.result.document["tests"]  # type: ignore[union-attr]
+              if t["visibility"] != "visible"]
+    assert hidden, "the shipped assignment has checks released after the due date"
+    assert student["results"]["withheld_checks"] == len(hidden)
+    assert student["score"] is None
+    admin = create_user(db.session(), username="root", password="admin-password",
+                        role=User.role.type.enum_class.ADMIN)  # type: ignore[attr-defined]
+    full = submission_json(db.session(), graded, admin)
+    assert len(full["results"]["tests"]) == len(graded.result.document["tests"])  # type: ignore
+
+
+@pytest.mark.slow
+def test_a_real_submission_gets_its_code(pg_app: Flask, pg_factory: Factory) -> None:
+    submission = _submit(pg_factory, dict([corpus("attention", "softmax_dim_minus2.py")]))
+    grader = current_grader()
+    grader._pipeline = GradingPipeline(backend=create_backend("local"))
+    assert grader.grade(db.session(), submission.id) == "graded"
+    db.session().expire_all()
+    result = db.session().get(Submission, submission.id).result  # type: ignore[union-attr]
+    assert result is not None and "softmax-wrong-axis" in result.codes
