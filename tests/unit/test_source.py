@@ -55,3 +55,9 @@ def test_forbidden_names_are_found_in_attributes_imports_and_strings() -> None:
     assert forbidden_names(imported, apis) == (apis[1],)
     assert forbidden_names({ENTRY: b"name = 'scaled_dot_product_attention'\n"}, apis) == (apis[0],)
     assert forbidden_names({ENTRY: b"# scaled_dot_product_attention in a comment\n"}, apis) == ()
+
+
+def test_docstrings_mentioning_a_forbidden_api_are_not_a_use() -> None:
+    apis = ("torch.nn.MultiheadAttention.forward",)
+    source = b'"""Unlike nn.MultiheadAttention, True means allowed."""\n\nx = 1\n'
+    assert forbidden_names({ENTRY: source}, apis) == ()
