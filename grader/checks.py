@@ -50,14 +50,25 @@ def judge(check: CheckSpec, context: CheckContext, kinds: Mapping[str, CallJudge
     judge_call = kinds[check.kind]
     failing: list[str] = []
     first = ""
+    judged = 0
     for call_id in check.calls:
         call = context.plan.call(call_id)
         student, reference = context.student[call_id], context.reference[call_id]
+        if check.kind in _ONLY_RETURNED_CALLS and student.first_raised is not None:
+            continue  # a call that raised hands back no inputs to compare
+        judged += 1
         observation = _unusable(student, reference) or judge_call(call, student, reference, context)
         if observation is not None:
             failing.append(call_id)
             first = first or f"On {call.describe}: {observation}"
+    if not judged:
+        return CheckVerdict(False, tuple(check.calls),
+                            "every call raised, so nothing could be checked.")
     return CheckVerdict(not failing, tuple(failing), first)
+
+
+# Kinds that can only judge calls that returned: the inputs-after of a call exist only then.
+_ONLY_RETURNED_CALLS = frozenset({"inputs-unchanged"})
 
 
 def check_kinds() -> dict[str, CallJudge]:

@@ -147,11 +147,14 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
 
     def evidence(call_id: str) -> bool:
         """A departure from the reference a mistake can be named by: the student returned
-        values or rejected with ValueError. A crash matching a variant's crash is consistent
-        with the mistake but no evidence of it."""
-        return not _matches_reference(call_id) and not any(
-            f.raised is not None and not f.raised.value_error
-            for f in data.student[call_id].forwards)
+        values, or did not reject what the contract rejects. A crash matching a variant's
+        crash is consistent with the mistake but no evidence of it."""
+        if _matches_reference(call_id):
+            return False
+        if _reference_rejects(data.reference[call_id]):
+            return True  # anything but ValueError there is the evidence itself
+        return not any(f.raised is not None and not f.raised.value_error
+                       for f in data.student[call_id].forwards)
 
     def plausible(pair: Hypothesis, call_ids: list[str]) -> bool:
         """Cheap test from single-mistake outcomes alone, before the pair itself is run.

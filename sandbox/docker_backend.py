@@ -30,7 +30,7 @@ import docker.errors
 
 from sandbox.base import Job, Limits, RunResult, SandboxUnavailable, Termination
 from sandbox.docker_image import HASH_LABEL, expected_image, inputs_hash, tag_of
-from sandbox.docker_pool import Janitor, WarmPool, owner_id
+from sandbox.docker_pool import Janitor, WarmPool, owner_id, wait_until_ready
 from sandbox.docker_sandbox import ContainerSpec, SandboxContainer
 
 logger = logging.getLogger(__name__)
@@ -132,14 +132,18 @@ class DockerBackend:
             if sandbox is not None:
                 logger.info("job %s runs in warm container %s", job.label, sandbox.name)
                 return sandbox.run(job)
+            # A cold container starts like a warm one and gets the job once torch is ready:
+            # the deadline then covers the student's code only, not our start-up, which a
+            # loaded host can stretch past it.
             sandbox = SandboxContainer(
                 self._client,
                 self._spec,
                 limits,
-                job=job,
+                label=job.label,
                 lifetime_seconds=limits.wall_seconds + COLD_START_GRACE_SECONDS,
             )
-            return sandbox.run(None)
+            wait_until_ready(sandbox, COLD_START_GRACE_SECONDS)
+            return sandbox.run(job)
         # Whatever fails here is the engine's or ours, never the student's: report it as a
         # sandbox error for the grader to retry instead of failing the task.
         except Exception as exc:
@@ -168,7 +172,7 @@ class DockerBackend:
             self._client,
             self._spec,
             self.pool.limits,
-            job=None,
+            label=None,
             lifetime_seconds=self._settings.pool_max_age_seconds,
         )
 

@@ -37,6 +37,15 @@ DEADLINE_MARGIN_SECONDS = 60.0
 ORPHAN_DIR_AGE_SECONDS = 600.0
 
 
+def wait_until_ready(sandbox: SandboxContainer, timeout: float) -> None:
+    """Block until the container's runner has torch imported and warm, waiting for its job."""
+    ready_by = time.monotonic() + timeout
+    while not sandbox.is_ready():
+        if sandbox.output.closed.is_set() or time.monotonic() > ready_by:
+            raise RuntimeError(f"sandbox container {sandbox.name} did not become ready")
+        time.sleep(READY_POLL_SECONDS)
+
+
 class WarmPool:
     """Started containers whose runners wait, torch imported and warmed up, for one job each.
 
@@ -123,11 +132,7 @@ class WarmPool:
         sandbox: SandboxContainer | None = None
         try:
             sandbox = self._start()
-            ready_by = time.monotonic() + self._ready_timeout
-            while not sandbox.is_ready():
-                if sandbox.output.closed.is_set() or time.monotonic() > ready_by:
-                    raise RuntimeError(f"warm container {sandbox.name} did not become ready")
-                time.sleep(READY_POLL_SECONDS)
+            wait_until_ready(sandbox, self._ready_timeout)
         except Exception:  # a failed start leaves the pool smaller, runs go cold
             logger.exception("could not start a warm sandbox container")
             if sandbox is not None:

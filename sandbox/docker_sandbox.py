@@ -140,12 +140,11 @@ def out_archive_bytes(limits: Limits) -> int:
     return out_volume_bytes(limits) + _OUT_INODES * 2 * tarfile.BLOCKSIZE
 
 
-def runner_command(*, warm: bool) -> list[str]:
-    """The probe runner's command line inside the container."""
-    command = ["python3", "-I", RUNNER_IN_IMAGE, JOB_MOUNT, OUT_MOUNT]
-    if warm:
-        command += ["--wait-for", f"{JOB_MOUNT}/{probe_runner.PLAN_FILE}"]
-    return command
+def runner_command() -> list[str]:
+    """The probe runner's command line inside the container: it imports and warms up torch,
+    then waits for the job's plan, so a job's deadline never pays for our start-up."""
+    return ["python3", "-I", RUNNER_IN_IMAGE, JOB_MOUNT, OUT_MOUNT,
+            "--wait-for", f"{JOB_MOUNT}/{probe_runner.PLAN_FILE}"]
 
 
 class SandboxContainer:
@@ -160,16 +159,19 @@ class SandboxContainer:
         spec: ContainerSpec,
         limits: Limits,
         *,
-        job: Job | None,
+        label: str | None,
         lifetime_seconds: float,
     ) -> None:
-        """Create and start the container; with ``job=None`` it starts warm and waits for one.
+        """Create and start the container; its runner waits for a job (``run`` hands it over).
+
+        ``label`` names the submission of a container started for it (a cold start); None
+        makes a warm-pool container, whose submission is not known yet.
 
         On failure everything created so far is removed and the engine's error is raised.
         """
         self.client = client
         self.limits = limits
-        self.warm = job is None
+        self.warm = label is None
         self.name = f"autograde-{uuid.uuid4().hex[:16]}"
         self.job_dir = spec.workdir / self.name
         self.deadline = time.time() + lifetime_seconds
@@ -179,22 +181,20 @@ class SandboxContainer:
         self._exec_id = ""
         self._destroyed = False
         try:
-            self._create(spec, job)
+            self._create(spec, label)
         except BaseException:
             self.destroy()
             raise
 
-    def _create(self, spec: ContainerSpec, job: Job | None) -> None:
+    def _create(self, spec: ContainerSpec, label: str | None) -> None:
         labels = {
             LABEL_ROLE: ROLE_SANDBOX,
-            LABEL_JOB: job.label if job is not None else WARM_POOL_JOB,
+            LABEL_JOB: label if label is not None else WARM_POOL_JOB,
             LABEL_DEADLINE: str(int(self.deadline)),
             LABEL_OWNER: spec.owner,
         }
         self.job_dir.mkdir(parents=True)
         self.job_dir.chmod(0o755)  # readable by the sandbox user, writable only by us
-        if job is not None:
-            write_job(self.job_dir, job)
         self._volume = self.client.volumes.create(
             name=self.name,
             driver="local",
@@ -219,7 +219,7 @@ class SandboxContainer:
         )
         self._container.start()
         execution = self.client.api.exec_create(
-            self._container.id, runner_command(warm=self.warm), user=SANDBOX_USER, workdir="/tmp"
+            self._container.id, runner_command(), user=SANDBOX_USER, workdir="/tmp"
         )
         self._exec_id = execution["Id"]
         stream = self.client.api.exec_start(self._exec_id, stream=True, demux=True)
@@ -245,12 +245,11 @@ class SandboxContainer:
             return False
         return True
 
-    def run(self, job: Job | None) -> RunResult:
-        """Hand over the job (for a warm container), wait for the runner, read its outputs."""
+    def run(self, job: Job) -> RunResult:
+        """Hand over the job, wait for the runner, read its outputs."""
         started = time.monotonic()
         since = time.time()
-        if job is not None:
-            self._hand_over(job)
+        self._hand_over(job)
         deadline = started + self.limits.wall_seconds
         termination = Termination.EXITED
         exit_code: int | None = None

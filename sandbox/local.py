@@ -23,8 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
+from sandbox import probe_runner
 from sandbox.base import RUNNER_PATH, Job, Limits, RunResult, Termination
 from sandbox.outputs import collect_outputs, write_job
+
+STARTUP_SECONDS = 120.0
+"""How long the runner may take to import torch and warm up before the job's deadline starts."""
 
 
 class LocalBackend:
@@ -72,10 +76,21 @@ class LocalBackend:
         stdout = _CappedReader(process.stdout, limits)
         stderr = _CappedReader(process.stderr, limits)
         termination = Termination.EXITED
-        deadline = started + limits.wall_seconds
+        # The deadline starts when the runner opens its event stream, after its own imports
+        # and warm-up and before any student code: a loaded host slowing our start-up must
+        # not cost the student. Start-up itself has a generous allowance of its own.
+        events_file = out_dir / probe_runner.EVENTS_FILE
+        deadline: float | None = None
+        startup_by = started + STARTUP_SECONDS
         while process.poll() is None:
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if deadline is None and events_file.exists():
+                deadline = now + limits.wall_seconds
+            if deadline is not None and now > deadline:
                 termination = Termination.TIME_LIMIT
+                break
+            if deadline is None and now > startup_by:
+                termination = Termination.SANDBOX_ERROR
                 break
             if stdout.flooded or stderr.flooded:
                 termination = Termination.OUTPUT_LIMIT
@@ -98,7 +113,9 @@ class LocalBackend:
             stdout=stdout.text(),
             stderr=stderr.text(),
             output_truncated=stdout.truncated or stderr.truncated,
-            detail=f"pid {process.pid}",
+            detail=f"pid {process.pid}" + (
+                ", the runner did not start in time"
+                if termination is Termination.SANDBOX_ERROR else ""),
         )
 
 

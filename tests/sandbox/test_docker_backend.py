@@ -38,7 +38,7 @@ def test_container_is_created_with_deny_by_default_settings(
 ) -> None:
     limits = Limits()
     spec = ContainerSpec(image=DockerSettings().image, owner=owner_id(), workdir=tmp_path)
-    sandbox = SandboxContainer(docker_client, spec, limits, job=None, lifetime_seconds=120)
+    sandbox = SandboxContainer(docker_client, spec, limits, label=None, lifetime_seconds=120)
     try:
         sandbox.container.reload()
         attrs = sandbox.container.attrs
