@@ -22,7 +22,7 @@ CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus"
 SUBMISSIONS = {
     "attention": ["correct_matmul.py", "combo_wrong_axis_no_scale.py", "wrong_output_sigmoid.py"],
     "multi-head-attention": ["correct_standard.py", "combo_causal_leak_no_out_proj.py",
-                             "reshape_no_transpose_view.py"],
+                             "wrong_output_residual.py"],
 }
 PHASES = ("process", "imports", "warm_up", "probes", "compare")
 
