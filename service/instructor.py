@@ -86,6 +86,20 @@ _GRADESCOPE_TEST_KEYS = ("name", "number", "score", "max_score", "status", "outp
                          "visibility", "tags")
 
 
+def export_scores_csv(session: Session, assignment: CourseAssignment, *,
+                      every_submission: bool) -> str:
+    """The scores CSV of an assignment: each student's latest submission, or every one."""
+    rows = list_submissions(session, assignment, latest=not every_submission, limit=10**6)
+    return scores_csv(rows)
+
+
+def export_gradescope_document(session: Session, assignment: CourseAssignment) -> dict[str, Any]:
+    """Each student's latest submission with its result in Gradescope's ``results.json`` form."""
+    rows = list_submissions(session, assignment, latest=True, limit=10**6)
+    return {"submissions": [{"username": s.user.username, "submission_id": s.id,
+                             "results": gradescope_results(s)} for s in rows]}
+
+
 def gradescope_results(submission: Submission) -> dict[str, Any] | None:
     """The submission's result as Gradescope's ``results.json`` (late policy applied)."""
     result = submission.result

@@ -13,10 +13,10 @@ from service.db import session
 from service.errors import UnsupportedMedia
 from service.http import int_arg, json_body
 from service.instructor import (
-    gradescope_results,
+    export_gradescope_document,
+    export_scores_csv,
     list_submissions,
     regrade,
-    scores_csv,
     update_settings,
 )
 from service.models import CourseAssignment
@@ -133,18 +133,15 @@ def regrade_submission(submission_id: int) -> tuple[Response, int]:
 @login_required
 def export_csv(slug: str) -> Response:
     target = _taught(slug)
-    rows = list_submissions(session(), target, latest=request.args.get("all") != "true",
-                            limit=10**6)
-    return Response(scores_csv(rows), mimetype="text/csv", headers={
+    body = export_scores_csv(session(), target, every_submission=request.args.get("all") == "true")
+    return Response(body, mimetype="text/csv", headers={
         "Content-Disposition": f'attachment; filename="{target.slug}-scores.csv"'})
 
 
 @blueprint.get("/instructor/assignments/<slug>/gradescope.json")
 @login_required
 def export_gradescope(slug: str) -> Response:
-    rows = list_submissions(session(), _taught(slug), latest=True, limit=10**6)
-    return jsonify(submissions=[{"username": s.user.username, "submission_id": s.id,
-                                 "results": gradescope_results(s)} for s in rows])
+    return jsonify(export_gradescope_document(session(), _taught(slug)))
 
 
 def _assignment(slug: str) -> CourseAssignment:

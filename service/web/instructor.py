@@ -37,7 +37,12 @@ from service.dashboard import (
 )
 from service.db import session
 from service.errors import Forbidden, NotFound, ServiceError
-from service.instructor import gradescope_results, list_submissions, regrade, scores_csv
+from service.instructor import (
+    export_gradescope_document,
+    export_scores_csv,
+    list_submissions,
+    regrade,
+)
 from service.models import Course, CourseAssignment, CourseRole, Role, User
 from service.submissions import readable_submission
 from service.web.forms import ButtonForm, EnrolForm, NewUserForm, TokenForm
@@ -127,9 +132,8 @@ def submissions(course: str, slug: str) -> str:
 @login_page
 def export_csv(course: str, slug: str) -> Response:
     target = _taught(course, slug)
-    rows = list_submissions(session(), target, latest=request.args.get("all") != "true",
-                            limit=10**6)
-    return Response(scores_csv(rows), mimetype="text/csv", headers={
+    body = export_scores_csv(session(), target, every_submission=request.args.get("all") == "true")
+    return Response(body, mimetype="text/csv", headers={
         "Content-Disposition": f'attachment; filename="{target.slug}-scores.csv"'})
 
 
@@ -137,9 +141,7 @@ def export_csv(course: str, slug: str) -> Response:
 @login_page
 def export_gradescope(course: str, slug: str) -> Response:
     target = _taught(course, slug)
-    rows = list_submissions(session(), target, latest=True, limit=10**6)
-    body = {"submissions": [{"username": s.user.username, "submission_id": s.id,
-                             "results": gradescope_results(s)} for s in rows]}
+    body = export_gradescope_document(session(), target)
     return Response(json.dumps(body, indent=1), mimetype="application/json", headers={
         "Content-Disposition": f'attachment; filename="{target.slug}-gradescope.json"'})
 
