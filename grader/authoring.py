@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from assignments import Assignment, KnownMistake
+from assignments import Assignment, KnownMistake, ProbePlan
 from grader.outcomes import run_in_process
 from grader.pipeline import judge_outcomes, use_one_thread
 
@@ -86,10 +86,8 @@ def co_occurring_pairs(
     ]
 
 
-def _row(assignment: Assignment, plan: object, mistakes: tuple[KnownMistake, ...]) -> CoverageRow:
-    from assignments import ProbePlan
-
-    assert isinstance(plan, ProbePlan)
+def _row(assignment: Assignment, plan: ProbePlan,
+         mistakes: tuple[KnownMistake, ...]) -> CoverageRow:
     student = run_in_process(assignment.reference(frozenset(m.id for m in mistakes)), plan)
     scored, diagnoses = judge_outcomes(assignment, plan, student)
     return CoverageRow(

@@ -22,7 +22,7 @@ from safetensors.torch import load as load_safetensors
 from assignments import ProbePlan
 from assignments.model import Namespace
 from sandbox import RunResult, Termination
-from sandbox.probe_runner import describe_exception, execute_call
+from sandbox.probe_runner import execute_call
 
 ALLOWED_DTYPES = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16,
                             torch.bool, torch.int64, torch.int32})
@@ -230,14 +230,10 @@ def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
     )
 
 
-def run_in_process(
-    namespace: Namespace, plan: ProbePlan, call_ids: list[str] | None = None
-) -> dict[str, CallOutcome]:
-    """Run (some of) the plan's calls on trusted code in this process (the reference)."""
+def run_in_process(namespace: Namespace, plan: ProbePlan) -> dict[str, CallOutcome]:
+    """Run the plan's calls on trusted code in this process (the reference, a variant)."""
     outcomes = {}
     for call in plan.calls:
-        if call_ids is not None and call.id not in call_ids:
-            continue
         record, tensors = execute_call(namespace, dict(call.spec, id=call.id), plan.inputs)
         outcomes[call.id] = outcome_from_record(record, tensors)
     return outcomes
@@ -400,11 +396,6 @@ def _raised(data: Any) -> Raised:
         message=_text(data.get("message"), 2000),
         frames=tuple(frames),
     )
-
-
-def raised_from(exc: BaseException) -> Raised:
-    """An exception of our own process (used when the reference itself raises)."""
-    return _raised(describe_exception(exc, ()))
 
 
 def _strings(value: Any) -> tuple[str, ...]:
