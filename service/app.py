@@ -14,6 +14,7 @@ from service.celery_app import celery_init_app
 from service.config import load_config
 from service.db import Database, session
 from service.errors import register_error_handlers
+from service.events import Announcer, Channel
 from service.web import init_web
 
 
@@ -29,6 +30,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     db = Database(app.config["DATABASE_URL"])
     app.extensions["autograde.db"] = db
     app.teardown_appcontext(lambda _exc: db.sessions.remove())
+
+    # Where a finished submission is announced (SPEC: store -> notify); built here, explicitly.
+    channels: list[Channel] = []
+    app.extensions["autograde.announcer"] = Announcer(tuple(channels))
 
     register_error_handlers(app)
     app.register_blueprint(auth.blueprint)

@@ -12,12 +12,14 @@ from flask import Flask, current_app
 
 from service.config import celery_settings
 from service.db import database, session
+from service.events import Announcer
 from service.grading import Grader, GradingPolicy
 
 log = logging.getLogger(__name__)
 
 GRADE_TASK = "autograde.grade_submission"
 REAP_TASK = "autograde.reap_stuck_submissions"
+SEND_DUE_TASK = "autograde.send_due_deliveries"
 
 
 def celery_init_app(app: Flask) -> Celery:
@@ -67,9 +69,16 @@ def current_grader() -> Grader:
     grader: Grader | None = current_app.extensions.get("autograde.grader")
     if grader is None:
         grader = Grader(pipeline=_pipeline_factory(current_app.config["SANDBOX_BACKEND"]),
-                        policy=GradingPolicy.from_config(current_app.config))
+                        policy=GradingPolicy.from_config(current_app.config),
+                        announcer=current_announcer())
         current_app.extensions["autograde.grader"] = grader
     return grader
+
+
+def current_announcer() -> Announcer:
+    """The channels finished submissions are announced on (built by ``create_app``)."""
+    announcer: Announcer = current_app.extensions["autograde.announcer"]
+    return announcer
 
 
 def _pipeline_factory(name: str) -> Any:
@@ -84,4 +93,5 @@ def _pipeline_factory(name: str) -> Any:
     return build
 
 
-__all__ = ["GRADE_TASK", "REAP_TASK", "celery_init_app", "current_grader", "enqueue", "session"]
+__all__ = ["GRADE_TASK", "REAP_TASK", "SEND_DUE_TASK", "celery_init_app", "current_announcer",
+           "current_grader", "enqueue", "session"]

@@ -36,6 +36,8 @@ DEFAULTS: dict[str, Any] = {
     "QUEUED_STALE_SECONDS": 900,
     "MAX_ATTEMPTS": 3,
     "REAPER_INTERVAL_SECONDS": 60,
+    # Webhook and LMS deliveries: how often the periodic task sends what is due.
+    "DELIVERY_SWEEP_SECONDS": 30,
     "SANDBOX_RETRY_SECONDS": 30,
     "TOKEN_DAYS": 90,
 }
@@ -81,6 +83,11 @@ def celery_settings(config: Mapping[str, Any]) -> dict[str, Any]:
             "reap-stuck-submissions": {
                 "task": "autograde.reap_stuck_submissions",
                 "schedule": float(config["REAPER_INTERVAL_SECONDS"]),
+                "options": {"queue": config["QUEUE"]},
+            },
+            "send-due-deliveries": {
+                "task": "autograde.send_due_deliveries",
+                "schedule": float(config["DELIVERY_SWEEP_SECONDS"]),
                 "options": {"queue": config["QUEUE"]},
             },
         },

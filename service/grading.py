@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from assignments import Assignment, load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable
+from service.events import SILENT, Announcer, Event
 from service.models import LatePolicy, Result, Submission, SubmissionStatus, utcnow
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,8 @@ def worker_identity() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def claim(session: Session, submission_id: int, policy: GradingPolicy) -> Claim | None:
+def claim(session: Session, submission_id: int, policy: GradingPolicy,
+          announcer: Announcer = SILENT) -> Claim | None:
     """Take the submission for grading, or None when it is not this delivery's to grade."""
     submission = session.get(Submission, submission_id, populate_existing=True)
     if submission is None:
@@ -65,7 +67,7 @@ def claim(session: Session, submission_id: int, policy: GradingPolicy) -> Claim 
     if submission.status not in (SubmissionStatus.QUEUED, SubmissionStatus.RUNNING):
         return None
     if submission.attempts >= policy.max_attempts:
-        give_up(session, submission)
+        give_up(session, submission, announcer)
         return None
     token = secrets.token_hex(16)
     now = utcnow()
@@ -109,8 +111,10 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def store_result(session: Session, claim_: Claim, document: dict[str, Any]) -> bool:
-    """Write the result if the claim is still in force; False (nothing written) otherwise."""
+def store_result(session: Session, claim_: Claim, document: dict[str, Any],
+                 announcer: Announcer = SILENT) -> bool:
+    """Write the result if the claim is still in force; False (nothing written) otherwise.
+    The announcer's deliveries are committed with the result and sent after it."""
     submission = session.get(Submission, claim_.submission_id, populate_existing=True)
     assert submission is not None
     now = utcnow()
@@ -130,7 +134,9 @@ def store_result(session: Session, claim_: Claim, document: dict[str, Any]) -> b
                        max_score=float(document["max_score"]),
                        codes=[d["code"] for d in document["diagnoses"]], document=document,
                        attempt_token=claim_.token))
+    announcer.record(session, submission, Event.GRADED)
     session.commit()
+    announcer.send(session, claim_.submission_id)
     return True
 
 
@@ -154,30 +160,36 @@ def release(session: Session, claim_: Claim) -> None:
     session.commit()
 
 
-def give_up(session: Session, submission: Submission) -> None:
-    session.execute(
+def give_up(session: Session, submission: Submission, announcer: Announcer = SILENT) -> None:
+    failed = _changed(session,
         update(Submission)
         .where(Submission.id == submission.id, Submission.status == submission.status,
                _same_token(submission.attempt_token))
         .values(status=SubmissionStatus.FAILED, attempt_token=None, lease_expires_at=None,
-                message=GAVE_UP_MESSAGE.format(attempts=submission.attempts))
-        .execution_options(synchronize_session=False))
+                message=GAVE_UP_MESSAGE.format(attempts=submission.attempts)))
+    if failed != 1:
+        session.rollback()
+        return
+    announcer.record(session, submission, Event.FAILED)
     session.commit()
+    announcer.send(session, submission.id)
     log.error("submission %s failed after %s attempts", submission.id, submission.attempts)
 
 
 class Grader:
     """What the task calls: claim, run the pipeline, store. One per worker process."""
 
-    def __init__(self, *, pipeline: Callable[[], GradingPipeline], policy: GradingPolicy) -> None:
+    def __init__(self, *, pipeline: Callable[[], GradingPipeline], policy: GradingPolicy,
+                 announcer: Announcer = SILENT) -> None:
         self._pipeline_factory = pipeline
+        self.announcer = announcer
         self._pipeline: GradingPipeline | None = None
         self.policy = policy
         self._packages: dict[str, Assignment] = {}
 
     def grade(self, session: Session, submission_id: int) -> str:
         """Grade one submission; returns what happened (``graded``, ``skipped``, ``released``)."""
-        claim_ = claim(session, submission_id, self.policy)
+        claim_ = claim(session, submission_id, self.policy, self.announcer)
         if claim_ is None:
             return "skipped"
         submission = session.get(Submission, submission_id, populate_existing=True)
@@ -199,7 +211,8 @@ class Grader:
             session.rollback()
             release(session, claim_)
             return "released"
-        return "graded" if store_result(session, claim_, document) else "skipped"
+        stored = store_result(session, claim_, document, self.announcer)
+        return "graded" if stored else "skipped"
 
     @property
     def pipeline(self) -> GradingPipeline:
@@ -223,7 +236,7 @@ class Grader:
 
 
 def reap(session: Session, *, policy: GradingPolicy, queued_stale_seconds: int,
-         enqueue: Callable[[int], None]) -> dict[str, int]:
+         enqueue: Callable[[int], None], announcer: Announcer = SILENT) -> dict[str, int]:
     """Re-queue submissions stuck in ``queued`` or ``running``; fail those out of attempts."""
     now = utcnow()
     counts = {"requeued": 0, "failed": 0}
@@ -241,7 +254,7 @@ def reap(session: Session, *, policy: GradingPolicy, queued_stale_seconds: int,
         if not _claim_abandoned(submission):
             continue
         if submission.attempts >= policy.max_attempts:
-            give_up(session, submission)
+            give_up(session, submission, announcer)
             counts["failed"] += 1
             continue
         reset = _changed(session, update(Submission)

@@ -5,7 +5,14 @@ from __future__ import annotations
 from celery import Task, shared_task
 from flask import current_app
 
-from service.celery_app import GRADE_TASK, REAP_TASK, current_grader, enqueue
+from service.celery_app import (
+    GRADE_TASK,
+    REAP_TASK,
+    SEND_DUE_TASK,
+    current_announcer,
+    current_grader,
+    enqueue,
+)
 from service.db import session
 from service.grading import GradingPolicy, reap
 
@@ -25,4 +32,10 @@ def reap_stuck_submissions() -> dict[str, int]:
     """Periodic (beat): re-queue stuck submissions, fail those out of attempts."""
     return reap(session(), policy=GradingPolicy.from_config(current_app.config),
                 queued_stale_seconds=int(current_app.config["QUEUED_STALE_SECONDS"]),
-                enqueue=enqueue)
+                enqueue=enqueue, announcer=current_announcer())
+
+
+@shared_task(name=SEND_DUE_TASK)  # type: ignore[untyped-decorator]
+def send_due_deliveries() -> dict[str, int]:
+    """Periodic (beat): send every webhook and LMS delivery that is due and was not sent."""
+    return current_announcer().send_all_due(session())
