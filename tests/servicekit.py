@@ -3,6 +3,7 @@ running server and worker processes. Star-imported by ``tests/conftest.py``."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import secrets
 import signal
@@ -171,6 +172,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _die_with_parent() -> None:
+    """In the child: be sent SIGTERM when pytest dies, however it dies (no stray servers)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+
+
+PR_SET_PDEATHSIG = 1
+
+
 @dataclass
 class Stack:
     """Real service processes (web server, worker) on a test's database and queue."""
@@ -190,7 +201,7 @@ class Stack:
         log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
         process = subprocess.Popen([sys.executable, "-m", "service.cli", *args], env=self.env,
                                    stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                                   start_new_session=True)
+                                   start_new_session=True, preexec_fn=_die_with_parent)
         self.processes[name] = process
         return process
 
