@@ -8,15 +8,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from flask import Flask
-from sqlalchemy import select
+from flask import Flask, current_app
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from service import accounts, courses, db
 from service.config import load_config
 from service.errors import NotFound
 from service.instructor import update_settings
-from service.models import CourseAssignment, CourseRole, Role, User
+from service.models import (
+    CourseAssignment,
+    CourseRole,
+    Role,
+    User,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
+from service.webhooks.egress import EgressPolicy
+from service.webhooks.endpoints import course_endpoints, create_endpoint
 
 
 def database_url(overrides: dict[str, Any] | None = None) -> str:
@@ -72,3 +81,30 @@ def assignment(session: Session, course: str, slug: str) -> CourseAssignment:
 
 def set_assignment(session: Session, course: str, slug: str, changes: dict[str, Any]) -> None:
     update_settings(assignment(session, course, slug), changes)
+
+
+def add_webhook(session: Session, *, course: str, url: str,
+                events: list[str] | None) -> WebhookEndpoint:
+    """Register an endpoint as an administrator (the egress policy applies all the same)."""
+    return create_endpoint(session, course=courses.course_by_code(session, course), url=url,
+                           events=events, created_by=None,
+                           policy=EgressPolicy.from_config(current_app.config))
+
+
+def list_webhooks(session: Session, course: str) -> list[str]:
+    """One line per endpoint: id, state, events, URL, deliveries by status."""
+    lines = []
+    for endpoint in course_endpoints(session, courses.course_by_code(session, course)):
+        counts = dict(session.execute(select(WebhookDelivery.status, func.count()).where(
+            WebhookDelivery.endpoint_id == endpoint.id).group_by(WebhookDelivery.status)).all())
+        tally = ", ".join(f"{n} {status.value}" for status, n in counts.items()) or "none"
+        lines.append(f"{endpoint.id:>4}  {'active' if endpoint.active else 'disabled':<8}  "
+                     f"{','.join(endpoint.events)}  {endpoint.url}  (deliveries: {tally})")
+    return lines
+
+
+def remove_webhook(session: Session, endpoint_id: int) -> None:
+    endpoint = session.get(WebhookEndpoint, endpoint_id)
+    if endpoint is None:
+        raise NotFound(f"There is no webhook {endpoint_id}.")
+    session.delete(endpoint)

@@ -8,6 +8,7 @@ from typing import Any
 
 from flask import Flask, Response, jsonify
 from sqlalchemy import text
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from service import api, auth
 from service.celery_app import celery_init_app
@@ -15,7 +16,10 @@ from service.config import load_config
 from service.db import Database, session
 from service.errors import register_error_handlers
 from service.events import Announcer, Channel
+from service.lti import init_lti
+from service.lti.passback import GradePassback
 from service.web import init_web
+from service.webhooks.delivery import WebhookChannel
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -24,6 +28,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config.update(load_config(config))
     app.config["MAX_CONTENT_LENGTH"] = app.config["MAX_UPLOAD_BYTES"]
     app.json.sort_keys = False  # type: ignore[attr-defined]
+    hops = int(app.config["PROXY_HOPS"])
+    if hops:
+        proxied = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops, x_host=hops, x_port=hops)
+        app.wsgi_app = proxied  # type: ignore[method-assign]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
                                                    "%(message)s")
 
@@ -33,12 +41,15 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     # Where a finished submission is announced (SPEC: store -> notify); built here, explicitly.
     channels: list[Channel] = []
+    channels.append(WebhookChannel.from_config(app.config))
+    channels.append(GradePassback())
     app.extensions["autograde.announcer"] = Announcer(tuple(channels))
 
     register_error_handlers(app)
     app.register_blueprint(auth.blueprint)
     app.register_blueprint(api.blueprint)
     init_web(app)
+    init_lti(app)
     app.add_url_rule("/healthz", "health", _health)
     celery_init_app(app)
     return app

@@ -116,7 +116,29 @@ def _admin_commands(commands: Any) -> None:
     settings.add_argument("--publish", action=argparse.BooleanOptionalAction, default=None)
     settings.add_argument("--release-results", action=argparse.BooleanOptionalAction,
                           default=None, help="show after_published and hidden checks")
+    settings.add_argument("--score-policy", choices=["best", "latest"],
+                          help="the score sent to an LMS gradebook (LTI)")
     settings.set_defaults(handler=_assignment)
+
+    from service.lti.cli import add_lti_commands
+
+    add_lti_commands(sub)
+
+    webhook = sub.add_parser("webhook", help="a course's webhook endpoints")
+    actions = webhook.add_subparsers(required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="register an endpoint (prints its secret once)")
+    add.add_argument("course")
+    add.add_argument("url")
+    add.add_argument("--event", action="append", dest="events", metavar="EVENT",
+                     choices=["submission.graded", "submission.failed"],
+                     help="subscribe to this event only (repeatable; default: all)")
+    add.set_defaults(handler=_webhook_add)
+    listing = actions.add_parser("list", help="a course's endpoints and delivery counts")
+    listing.add_argument("course")
+    listing.set_defaults(handler=_webhook_list)
+    remove = actions.add_parser("remove", help="remove an endpoint and its delivery log")
+    remove.add_argument("endpoint_id", type=int, metavar="ID")
+    remove.set_defaults(handler=_webhook_remove)
 
 
 def _fail(message: str) -> int:
@@ -282,9 +304,43 @@ def _assignment(args: argparse.Namespace) -> int:
         changes["published"] = args.publish
     if args.release_results is not None:
         changes["results_published"] = args.release_results
+    if args.score_policy is not None:
+        changes["score_policy"] = args.score_policy
     def run(session: Any) -> None:
         set_assignment(session, args.course, args.slug, changes)
         print(f"Updated {args.course}/{args.slug}.")
+
+    return _with_session(run)
+
+
+def _webhook_add(args: argparse.Namespace) -> int:
+    from service.admin import add_webhook
+
+    def run(session: Any) -> None:
+        endpoint = add_webhook(session, course=args.course, url=args.url, events=args.events)
+        print(f"Webhook {endpoint.id} of {args.course}: {endpoint.url} "
+              f"({', '.join(endpoint.events)}).")
+        print(f"Signing secret (shown once): {endpoint.secret}")
+
+    return _with_session(run)
+
+
+def _webhook_list(args: argparse.Namespace) -> int:
+    from service.admin import list_webhooks
+
+    def run(session: Any) -> None:
+        for line in list_webhooks(session, args.course):
+            print(line)
+
+    return _with_session(run)
+
+
+def _webhook_remove(args: argparse.Namespace) -> int:
+    from service.admin import remove_webhook
+
+    def run(session: Any) -> None:
+        remove_webhook(session, args.endpoint_id)
+        print(f"Removed webhook {args.endpoint_id}.")
 
     return _with_session(run)
 

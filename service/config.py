@@ -16,6 +16,9 @@ DEFAULTS: dict[str, Any] = {
     "BROKER_URL": "sqla+sqlite:///" + str(Path(".autograde") / "broker.db"),
     "QUEUE": "grading",
     "SECRET_KEY": None,
+    # Behind a TLS-terminating reverse proxy: how many proxies' X-Forwarded-* headers to trust
+    # (links and LTI URLs then say https and the public host). 0 trusts none.
+    "PROXY_HOPS": 0,
     # Sandbox: auto = docker when an engine answers, else local with a warning.
     "SANDBOX_BACKEND": "auto",
     # Uploads.
@@ -38,8 +41,41 @@ DEFAULTS: dict[str, Any] = {
     "REAPER_INTERVAL_SECONDS": 60,
     # Webhook and LMS deliveries: how often the periodic task sends what is due.
     "DELIVERY_SWEEP_SECONDS": 30,
+    # Webhooks: a failed attempt is retried after BACKOFF seconds, doubling up to BACKOFF_MAX,
+    # until MAX_ATTEMPTS; a task lost in the queue is sent again after REDISPATCH seconds.
+    # Targets in private, loopback, link-local and other non-public ranges are refused unless
+    # their network is listed in ALLOWED_NETWORKS (comma-separated, e.g. "10.1.0.0/16").
+    "WEBHOOK_TIMEOUT_SECONDS": 10,
+    "WEBHOOK_MAX_ATTEMPTS": 10,
+    "WEBHOOK_BACKOFF_SECONDS": 60,
+    "WEBHOOK_BACKOFF_MAX_SECONDS": 6 * 3600,
+    "WEBHOOK_REDISPATCH_SECONDS": 300,
+    "WEBHOOK_ALLOWED_NETWORKS": "",
     "SANDBOX_RETRY_SECONDS": 30,
     "TOKEN_DAYS": 90,
+    # LTI 1.3. The tool's public base URL as the LMS reaches it (None: the request's host).
+    "LTI_TOOL_URL": None,
+    # The launch's state cookie crosses sites (the LMS posts the launch): SameSite=None, which
+    # browsers accept only with Secure; 0 only for plain-HTTP development and tests.
+    "LTI_COOKIE_SECURE": 1,
+    # 0 accepts a launch whose browser did not send the state cookie back (third-party cookies
+    # blocked in the LMS's iframe); the one-time server-side state and nonce are still checked.
+    "LTI_STATE_COOKIE_REQUIRED": 1,
+    "LTI_STATE_SECONDS": 600,
+    "LTI_CLOCK_SKEW_SECONDS": 60,
+    "LTI_JWKS_CACHE_SECONDS": 300,
+    "LTI_HTTP_TIMEOUT_SECONDS": 10,
+    # Who may frame the LTI pages (the deep-linking picker opens in the LMS's iframe).
+    "LTI_FRAME_ANCESTORS": "https:",
+    # Grade passback: retries with exponential backoff, base * 2^(attempt-1) capped.
+    "LTI_RETRY_BASE_SECONDS": 30,
+    "LTI_RETRY_CAP_SECONDS": 3600,
+    "LTI_MAX_ATTEMPTS": 8,
+    # A score whose checks are not all released to the student yet waits (the LMS gradebook is
+    # the student's to read); it is looked at again this often, or at the due date.
+    "LTI_HOLD_RECHECK_SECONDS": 300,
+    # Retired tool keys stay in the JWKS this long after a rotation.
+    "LTI_RETIRED_KEY_DAYS": 7,
 }
 
 _INTS = {name for name, value in DEFAULTS.items() if isinstance(value, int)}

@@ -15,6 +15,7 @@ from service.errors import ServiceError
 from service.models import (
     CourseAssignment,
     LatePolicy,
+    ScorePolicy,
     Submission,
     SubmissionStatus,
     User,
@@ -121,6 +122,7 @@ SETTINGS: dict[str, Callable[[Any], Any]] = {
                                                                               10**8)),
     "published": lambda v: _bool(v),
     "results_published": lambda v: _bool(v),
+    "score_policy": lambda v: ScorePolicy(v),
 }
 
 

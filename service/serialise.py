@@ -37,6 +37,7 @@ def assignment_json(assignment: CourseAssignment, *, checks: list[dict[str, Any]
         "due_at": iso(assignment.due_at), "late_policy": assignment.late_policy.value,
         "late_penalty_per_day": assignment.late_penalty_per_day,
         "published": assignment.published, "results_published": assignment.results_published,
+        "score_policy": assignment.score_policy.value,
     }
     if checks is not None:
         body["checks"] = checks

@@ -15,6 +15,9 @@ from service.celery_app import (
 )
 from service.db import session
 from service.grading import GradingPolicy, reap
+from service.lti.passback import PUBLISH_TASK, PassbackSettings, publish
+from service.lti.views import runtime as lti_runtime
+from service.webhooks.delivery import DELIVER_TASK, WebhookPolicy, deliver
 
 
 @shared_task(name=GRADE_TASK, bind=True, acks_late=True,  # type: ignore[untyped-decorator]
@@ -39,3 +42,25 @@ def reap_stuck_submissions() -> dict[str, int]:
 def send_due_deliveries() -> dict[str, int]:
     """Periodic (beat): send every webhook and LMS delivery that is due and was not sent."""
     return current_announcer().send_all_due(session())
+
+
+@shared_task(name=DELIVER_TASK, bind=True, acks_late=True)  # type: ignore[untyped-decorator]
+def deliver_webhook(self: Task, delivery_id: int) -> str:
+    """One attempt at a webhook delivery; a failed one schedules its retry with a countdown
+    (long backoffs are left to the periodic sweep). Duplicates find the attempt taken."""
+    outcome = deliver(session(), delivery_id, WebhookPolicy.from_config(current_app.config))
+    if outcome.retry_in is not None:
+        raise self.retry(countdown=outcome.retry_in, max_retries=None)
+    return outcome.status
+
+
+@shared_task(name=PUBLISH_TASK, bind=True, acks_late=True)  # type: ignore[untyped-decorator]
+def publish_score(self: Task, delivery_id: int) -> str:
+    """One attempt at sending a score to an LMS line item; a failed one retries with backoff.
+    Duplicates find the delivery claimed or done."""
+    outcome = publish(session(), delivery_id,
+                      settings=PassbackSettings.from_config(current_app.config),
+                      tokens=lti_runtime().tokens)
+    if outcome.retry_in is not None:
+        raise self.retry(countdown=outcome.retry_in, max_retries=None)
+    return outcome.status

@@ -35,3 +35,4 @@ def corpus_file(slug: str, name: str) -> dict[str, bytes]:
 
 
 from tests.servicekit import *  # noqa: E402, F403 - the grading service's fixtures
+from tests.webhookkit import receiver  # noqa: E402, F401 - a real webhook receiver

@@ -126,6 +126,7 @@ def openapi_document() -> dict[str, Any]:
             "Latest results per student in Gradescope results.json form",
             {"200": _json({"type": "object"}, "Export"), **_problems(401, 403, 404, 409)},
             _SLUG, _COURSE)},
+        **_webhook_paths(),
     }
     return {
         "openapi": "3.0.3",
@@ -137,6 +138,50 @@ def openapi_document() -> dict[str, Any]:
         "paths": paths,
         "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
                        "schemas": _schemas()},
+    }
+
+
+def _webhook_paths() -> dict[str, Any]:
+    course = {"name": "course", "in": "path", "required": True, "schema": {"type": "string"}}
+    endpoint = {"name": "endpoint_id", "in": "path", "required": True,
+                "schema": {"type": "integer", "minimum": 1}}
+    delivery = {"name": "delivery_id", "in": "path", "required": True,
+                "schema": {"type": "integer", "minimum": 1}}
+    status = {"name": "status", "in": "query", "schema": {
+        "type": "string", "enum": ["pending", "delivered", "failed"]}}
+    webhook = _json(_ref("Webhook"), "The webhook")
+    created = _json(_ref("Webhook"), "The webhook, with its signing secret (shown only now)")
+    new = {"required": True, "content": {"application/json": {"schema": _ref("NewWebhook")}}}
+    change = {"required": True, "content": {"application/json": {
+        "schema": _ref("WebhookChanges")}}}
+    return {
+        "/api/v1/instructor/courses/{course}/webhooks": {
+            "get": _op("The course's webhook endpoints (never their secrets)",
+                       {"200": _json({"type": "object", "properties": {"webhooks": {
+                           "type": "array", "items": _ref("Webhook")}}}, "Webhooks"),
+                        **_problems(401, 404)}, course),
+            "post": _op("Register an endpoint for submission.graded / submission.failed; "
+                        "private and loopback targets are refused",
+                        {"201": created, **_problems(400, 401, 404, 415)}, course, body=new)},
+        "/api/v1/instructor/webhooks/{endpoint_id}": {
+            "patch": _op("Change an endpoint's URL, events or active flag",
+                         {"200": webhook, **_problems(400, 401, 404, 415)}, endpoint,
+                         body=change),
+            "delete": _op("Remove an endpoint and its delivery log",
+                          {"204": {"description": "Removed"}, **_problems(401, 404)},
+                          endpoint)},
+        "/api/v1/instructor/webhooks/{endpoint_id}/rotate-secret": {"post": _op(
+            "A new signing secret (the old one also signs for 24 hours)",
+            {"200": created, **_problems(401, 404)}, endpoint)},
+        "/api/v1/instructor/webhooks/{endpoint_id}/deliveries": {"get": _op(
+            "The endpoint's delivery log, newest first",
+            {"200": _json({"type": "object", "properties": {"deliveries": {
+                "type": "array", "items": _ref("WebhookDelivery")}}}, "Deliveries"),
+             **_problems(400, 401, 404)}, endpoint, status, _LIMIT, _OFFSET)},
+        "/api/v1/instructor/webhook-deliveries/{delivery_id}/redeliver": {"post": _op(
+            "Send a delivery again now (same webhook-id), with a fresh set of attempts",
+            {"202": _json(_ref("WebhookDelivery"), "Queued"), **_problems(401, 404)},
+            delivery)},
     }
 
 
@@ -164,8 +209,37 @@ def _schemas() -> dict[str, Any]:
             "late_penalty_per_day": {"type": "number", "minimum": 0, "maximum": 1},
             "rate_limit_count": {"type": "integer", "minimum": 1, "nullable": True},
             "rate_limit_window_seconds": {"type": "integer", "minimum": 1, "nullable": True},
-            "published": {"type": "boolean"}, "results_published": {"type": "boolean"}},
+            "published": {"type": "boolean"}, "results_published": {"type": "boolean"},
+            "score_policy": {"type": "string", "enum": ["best", "latest"]}},
             "additionalProperties": False},
+        "NewWebhook": {"type": "object", "required": ["url"], "properties": {
+            "url": {"type": "string", "format": "uri", "maxLength": 2048},
+            "events": {"type": "array", "minItems": 1, "items": {
+                "type": "string", "enum": ["submission.graded", "submission.failed"]}}}},
+        "WebhookChanges": {"type": "object", "additionalProperties": False, "properties": {
+            "url": {"type": "string", "format": "uri", "maxLength": 2048},
+            "events": {"type": "array", "minItems": 1, "items": {
+                "type": "string", "enum": ["submission.graded", "submission.failed"]}},
+            "active": {"type": "boolean"}}},
+        "Webhook": {"type": "object", "required": ["id", "url", "events", "active"],
+                    "properties": {
+            "id": {"type": "integer"}, "course": {"type": "string"}, "url": {"type": "string"},
+            "events": {"type": "array", "items": {"type": "string"}},
+            "active": {"type": "boolean"}, "created_at": nullable_str,
+            "created_by": nullable_str,
+            "secret": {"type": "string", "description": "whsec_... (Standard Webhooks); "
+                                                        "only when created or rotated"}}},
+        "WebhookDelivery": {"type": "object", "required": ["id", "status"], "properties": {
+            "id": {"type": "integer"}, "endpoint_id": {"type": "integer"},
+            "submission_id": {"type": "integer"}, "event": {"type": "string"},
+            "webhook_id": {"type": "string", "description": "The webhook-id header, the "
+                                                            "same on every attempt"},
+            "status": {"type": "string", "enum": ["pending", "delivered", "failed"]},
+            "attempts": {"type": "integer"},
+            "last_status_code": {"type": "integer", "nullable": True},
+            "last_error": nullable_str, "created_at": nullable_str,
+            "last_attempt_at": nullable_str, "next_attempt_at": nullable_str,
+            "delivered_at": nullable_str, "payload": {"type": "object"}}},
         "Submission": {"type": "object", "required": ["id", "status"], "properties": {
             "id": {"type": "integer"}, "assignment": {"type": "string"},
             "course": {"type": "string"},

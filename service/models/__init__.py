@@ -1,10 +1,27 @@
 """The data model, one module per aggregate."""
 
-from service.models.assignments import AssignmentVersion, CourseAssignment, LatePolicy
+from service.models.assignments import (
+    AssignmentVersion,
+    CourseAssignment,
+    LatePolicy,
+    ScorePolicy,
+)
 from service.models.base import Base, utcnow
 from service.models.courses import Course, CourseRole, Enrolment
+from service.models.lti import (
+    LtiContext,
+    LtiDeployment,
+    LtiLoginState,
+    LtiPlatform,
+    LtiResourceLink,
+    LtiToolKey,
+    LtiUser,
+    PassbackStatus,
+    ScorePassback,
+)
 from service.models.submissions import Result, Submission, SubmissionFile, SubmissionStatus
 from service.models.users import ApiToken, Role, User
+from service.models.webhooks import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 
 __all__ = [
     "ApiToken",
@@ -13,13 +30,26 @@ __all__ = [
     "Course",
     "CourseAssignment",
     "CourseRole",
+    "DeliveryStatus",
     "Enrolment",
     "LatePolicy",
+    "LtiContext",
+    "LtiDeployment",
+    "LtiLoginState",
+    "LtiPlatform",
+    "LtiResourceLink",
+    "LtiToolKey",
+    "LtiUser",
+    "PassbackStatus",
     "Result",
     "Role",
+    "ScorePassback",
+    "ScorePolicy",
     "Submission",
     "SubmissionFile",
     "SubmissionStatus",
     "User",
+    "WebhookDelivery",
+    "WebhookEndpoint",
     "utcnow",
 ]

@@ -23,6 +23,13 @@ class LatePolicy(enum.Enum):
     """Refused after the due date."""
 
 
+class ScorePolicy(enum.Enum):
+    """Which of a student's graded submissions is their score in an LMS gradebook."""
+
+    BEST = "best"
+    LATEST = "latest"
+
+
 class CourseAssignment(IdMixin, CreatedMixin, Base):
     __tablename__ = "assignments"
     __table_args__ = (UniqueConstraint("course_id", "slug"),)
@@ -44,6 +51,9 @@ class CourseAssignment(IdMixin, CreatedMixin, Base):
     """Whether students of the course see the assignment at all."""
     results_published: Mapped[bool] = mapped_column(default=False)
     """Releases ``after_published`` checks (and ``hidden`` ones) to students."""
+    score_policy: Mapped[ScorePolicy] = mapped_column(enum_column(ScorePolicy),
+                                                      default=ScorePolicy.BEST)
+    """The score sent to an LMS gradebook: the best or the latest graded submission's."""
 
     course: Mapped[Course] = relationship()
     versions: Mapped[list[AssignmentVersion]] = relationship(back_populates="assignment",

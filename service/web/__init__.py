@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Flask
 from flask_wtf.csrf import CSRFProtect
 
-from service.web import instructor, student
+from service.web import instructor, student, webhooks
 from service.web.pages import assets_blueprint
 from service.web.security import configure_web_security
 
@@ -19,5 +19,6 @@ def init_web(app: Flask) -> None:
         if name in app.blueprints:
             csrf.exempt(app.blueprints[name])
     app.register_blueprint(assets_blueprint())
-    for blueprint in (student.blueprint, instructor.blueprint, instructor.account):
+    for blueprint in (student.blueprint, instructor.blueprint, instructor.account,
+                      webhooks.blueprint):
         app.register_blueprint(blueprint)

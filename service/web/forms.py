@@ -7,11 +7,13 @@ from wtforms import (
     MultipleFileField,
     PasswordField,
     SelectField,
+    SelectMultipleField,
     StringField,
     SubmitField,
     TextAreaField,
 )
 from wtforms.validators import DataRequired, Length, Optional, Regexp
+from wtforms.widgets import CheckboxInput, ListWidget
 
 ROLE_CHOICES = ["student", "instructor"]
 
@@ -60,3 +62,13 @@ class NewUserForm(Form):
     display_name = StringField("Display name", validators=[Optional(), Length(max=128)])
     role = SelectField("Role in the course", choices=ROLE_CHOICES)
     submit = SubmitField("Create and enrol")
+
+
+class WebhookForm(Form):
+    url = StringField("Endpoint URL", validators=[DataRequired(), Length(max=2048)])
+    events = SelectMultipleField(
+        "Events", choices=["submission.graded", "submission.failed"],
+        default=["submission.graded", "submission.failed"],
+        validators=[DataRequired(message="choose at least one event")],
+        widget=ListWidget(prefix_label=False), option_widget=CheckboxInput())
+    submit = SubmitField("Register webhook")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 import stat
 import zipfile
+from collections.abc import Callable
 
 import pytest
-from flask import Flask
+from flask import Flask, request
 from flask.testing import FlaskClient
 
 from service.models import CourseRole, Role, Submission, SubmissionStatus
@@ -197,3 +198,14 @@ def test_errors_never_leak_tracebacks(app: Flask, client: FlaskClient,
     assert "secret" not in response.get_data(as_text=True)
     assert response.mimetype == "application/problem+json"
     assert SubmissionStatus.QUEUED.value == "queued"
+
+
+@pytest.mark.parametrize(("hops", "expected"), [(0, "http://localhost/"),
+                                                (1, "https://grading.example.edu/")])
+def test_forwarded_headers_are_trusted_only_when_configured(
+        make_app: Callable[..., Flask], sqlite_url: str, hops: int, expected: str) -> None:
+    application = make_app(sqlite_url, PROXY_HOPS=hops)
+    application.add_url_rule("/_root", "root", lambda: request.url_root)
+    answer = application.test_client().get("/_root", headers={
+        "X-Forwarded-Proto": "https", "X-Forwarded-Host": "grading.example.edu"})
+    assert answer.get_data(as_text=True) == expected

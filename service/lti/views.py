@@ -1,0 +1,298 @@
+"""LTI endpoints: login initiation, launch, JWKS, deep-link pick; the instructors' pages and API."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+from flask import (
+    Blueprint,
+    Response,
+    current_app,
+    flash,
+    jsonify,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from sqlalchemy import select
+from werkzeug.exceptions import HTTPException
+from werkzeug.wrappers import Response as BaseResponse
+
+from service.auth import current_user, login_required
+from service.courses import find_assignment, require_instructor
+from service.db import session
+from service.errors import Forbidden, NotFound, ServiceError
+from service.lti import deep_linking
+from service.lti.forms import PlatformForm
+from service.lti.keys import jwks
+from service.lti.launch import (
+    DEEP_LINKING_REQUEST,
+    STATE_COOKIE,
+    LaunchSettings,
+    PlatformKeys,
+    begin_login,
+    validate_launch,
+)
+from service.lti.passback import (
+    AccessTokens,
+    GradePassback,
+    passback_json,
+    passbacks_of,
+    send_again,
+)
+from service.lti.platforms import Registration, list_platforms, register_platform, tool_urls
+from service.lti.provision import SCORE_SCOPE, link_resource, provision_member
+from service.models import (
+    CourseAssignment,
+    CourseRole,
+    LtiPlatform,
+    Role,
+    ScorePassback,
+    User,
+)
+from service.web.forms import ButtonForm
+from service.web.pages import page_blueprint
+from service.web.session_auth import log_in, login_page, page_user
+
+log = logging.getLogger(__name__)
+
+blueprint = Blueprint("lti", __name__, url_prefix="/lti")
+dashboard = page_blueprint("lti_dashboard", __name__, url_prefix="/dashboard/lti")
+api = Blueprint("lti_api", __name__, url_prefix="/api/v1/lti")
+
+
+class LtiRuntime:
+    """This process's caches: the platforms' keys and the access tokens they issued us."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.keys = PlatformKeys(cache_seconds=int(config["LTI_JWKS_CACHE_SECONDS"]),
+                                 timeout=int(config["LTI_HTTP_TIMEOUT_SECONDS"]))
+        self.tokens = AccessTokens()
+
+
+def runtime() -> LtiRuntime:
+    found: LtiRuntime = current_app.extensions["autograde.lti"]
+    return found
+
+
+def tool_base_url() -> str:
+    return str(current_app.config.get("LTI_TOOL_URL") or request.host_url).rstrip("/")
+
+
+def _launch_url() -> str:
+    return tool_urls(tool_base_url())["launch"]
+
+
+# --- The LMS-facing endpoints. ---------------------------------------------------------------
+
+@blueprint.route("/login", methods=["GET", "POST"])
+def login() -> BaseResponse:
+    settings = LaunchSettings.from_config(current_app.config)
+    target, state = begin_login(session(), request.values, launch_url=_launch_url(),
+                                settings=settings)
+    response = redirect(target, 302)
+    secure = bool(int(current_app.config["LTI_COOKIE_SECURE"])) or request.is_secure
+    response.set_cookie(STATE_COOKIE, state, max_age=settings.state_seconds, httponly=True,
+                        secure=secure, samesite="None" if secure else "Lax", path="/lti/")
+    return response
+
+
+@blueprint.post("/launch")
+def launch() -> BaseResponse | str:
+    done = validate_launch(session(), id_token=request.form.get("id_token", ""),
+                           state=request.form.get("state", ""),
+                           cookie_state=request.cookies.get(STATE_COOKIE),
+                           settings=LaunchSettings.from_config(current_app.config),
+                           keys=runtime().keys)
+    member = provision_member(session(), done)
+    if done.message_type == DEEP_LINKING_REQUEST:
+        if member.role is not CourseRole.INSTRUCTOR:
+            raise Forbidden("Only the course's instructors may add assignments from the LMS.")
+        picked = deep_linking.DeepLinkRequest.from_launch(done, course_id=member.course.id,
+                                                          user_id=member.user.id)
+        session().commit()
+        assignments = session().scalars(select(CourseAssignment).where(
+            CourseAssignment.course_id == member.course.id).order_by(CourseAssignment.slug))
+        return _forget_state(_frameable(Response(render_template(
+            "lti/pick.html", course=member.course, assignments=list(assignments),
+            token=deep_linking.seal(picked, current_app.config["SECRET_KEY"])))))
+    link = link_resource(session(), done, member)
+    session().commit()
+    log_in(member.user)
+    if link.assignment is None:
+        raise ServiceError("This LMS link is not attached to an assignment yet. Instructors: "
+                           "add the assignment to the LMS with the tool's deep linking "
+                           "(\"select content\"), which attaches it.", status=409,
+                           title="No assignment here yet")
+    page = "dashboard.assignment" if member.role is CourseRole.INSTRUCTOR else "web.assignment"
+    return _forget_state(redirect(url_for(page, course=member.course.code,
+                                          slug=link.assignment.slug), 303))
+
+
+@blueprint.post("/deep-link")
+def deep_link() -> Response:
+    picked = deep_linking.unseal(request.form.get("token", ""),
+                                 current_app.config["SECRET_KEY"])
+    assignment = session().get(CourseAssignment, request.form.get("assignment", type=int))
+    platform = session().get(LtiPlatform, picked.platform_id)
+    if assignment is None or assignment.course_id != picked.course_id or platform is None:
+        raise NotFound("That assignment is not in this course.")
+    token = deep_linking.response_jwt(session(), picked, platform, assignment,
+                                      launch_url=_launch_url())
+    page = render_template("lti/return.html", return_url=picked.return_url, jwt=token,
+                           assignment=assignment)
+    return _frameable(Response(page), form_target=picked.return_url)
+
+
+@blueprint.get("/jwks")
+def tool_jwks() -> Response:
+    body = jwks(session(), retired_days=int(current_app.config["LTI_RETIRED_KEY_DAYS"]))
+    response = jsonify(body)
+    response.headers["Cache-Control"] = "public, max-age=300"
+    return response
+
+
+@blueprint.get("/canvas.json")
+def canvas_config() -> Response:
+    """The tool's configuration in Canvas's JSON form (Developer Keys > LTI key > Paste JSON)."""
+    urls = tool_urls(tool_base_url())
+    placements = [{"placement": name, "message_type": "LtiDeepLinkingRequest",
+                   "target_link_uri": urls["launch"]}
+                  for name in ("assignment_selection", "link_selection")]
+    return jsonify({
+        "title": "autograde", "description": "Autograded programming assignments",
+        "oidc_initiation_url": urls["login"], "target_link_uri": urls["launch"],
+        "public_jwk_url": urls["jwks"], "scopes": [SCORE_SCOPE],
+        "extensions": [{"platform": "canvas.instructure.com", "privacy_level": "public",
+                        "settings": {"placements": placements}}],
+    })
+
+
+def _frameable(response: Response, *, form_target: str | None = None) -> Response:
+    """LMSs open these pages in an iframe and post their forms back to the LMS."""
+    target = urlsplit(form_target) if form_target else None
+    origin = f" {target.scheme}://{target.netloc}" if target else ""
+    response.headers["Content-Security-Policy"] = (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "object-src 'none'; base-uri 'none'; "
+        f"frame-ancestors {current_app.config['LTI_FRAME_ANCESTORS']}; "
+        f"form-action 'self'{origin}")
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "origin"
+    return response
+
+
+def _forget_state(response: BaseResponse) -> BaseResponse:
+    response.delete_cookie(STATE_COOKIE, path="/lti/")
+    return response
+
+
+@blueprint.errorhandler(ServiceError)
+def _refused(error: ServiceError) -> tuple[Response, int]:
+    session().rollback()
+    log.info("LTI request refused (%s): %s", error.status, error.detail)
+    return _page(error.status, error.title, error.detail)
+
+
+@blueprint.errorhandler(HTTPException)
+def _http_error(error: HTTPException) -> tuple[Response, int]:
+    return _page(error.code or 500, error.name, error.description or error.name)
+
+
+@blueprint.errorhandler(Exception)
+def _unexpected(error: Exception) -> tuple[Response, int]:
+    session().rollback()
+    log.exception("LTI request failed")
+    return _page(500, "Internal server error", "Something went wrong on our side; it has been "
+                                                "logged. Try again from the LMS in a moment.")
+
+
+def _page(status: int, title: str, detail: str) -> tuple[Response, int]:
+    page = render_template("error.html", status=status, title=title, detail=detail)
+    return _frameable(Response(page, status=status)), status
+
+
+# --- Instructors and administrators: platforms and the passbacks of an assignment. -----------
+
+def _registrar() -> User:
+    user = page_user()
+    if user.role not in (Role.ADMIN, Role.INSTRUCTOR):
+        raise Forbidden("Only administrators and instructors may register LMS platforms.")
+    return user
+
+
+@dashboard.route("/platforms", methods=["GET", "POST"])
+@login_page
+def platforms() -> str | BaseResponse:
+    _registrar()
+    form = PlatformForm()
+    if form.validate_on_submit():
+        try:
+            platform = register_platform(session(), Registration(
+                issuer=form.issuer.data or "", client_id=form.client_id.data or "",
+                deployments=tuple((form.deployments.data or "").split()),
+                auth_login_url=form.auth_login_url.data or "",
+                access_token_url=form.access_token_url.data or "",
+                jwks_url=form.jwks_url.data or "", token_audience=form.token_audience.data,
+                name=form.name.data or "", course=form.course.data or None))
+            session().commit()
+        except ServiceError as error:
+            session().rollback()
+            flash(error.detail, "error")
+        else:
+            flash(f"Registered {platform.name} ({platform.issuer}).", "info")
+            return redirect(url_for("lti_dashboard.platforms"), 303)
+    return render_template("lti/platforms.html", form=form, platforms=list_platforms(session()),
+                           urls=tool_urls(tool_base_url()))
+
+
+def _taught(course: str | None, slug: str, user: User) -> CourseAssignment:
+    target = find_assignment(session(), user, slug, course)
+    require_instructor(session(), user, target)
+    return target
+
+
+@dashboard.get("/courses/<course>/assignments/<slug>/passbacks")
+@login_page
+def passbacks(course: str, slug: str) -> str:
+    target = _taught(course, slug, page_user())
+    return render_template("lti/passbacks.html", assignment=target,
+                           rows=passbacks_of(session(), target),
+                           resend_form=ButtonForm(prefix="resend"))
+
+
+@dashboard.post("/courses/<course>/assignments/<slug>/passbacks/<int:delivery_id>/resend")
+@login_page
+def resend(course: str, slug: str, delivery_id: int) -> BaseResponse:
+    target = _taught(course, slug, page_user())
+    if ButtonForm(prefix="resend").validate_on_submit():
+        _send_again(target, delivery_id)
+        flash(f"Passback {delivery_id} will be sent again.", "info")
+    return redirect(url_for("lti_dashboard.passbacks", course=course, slug=slug), 303)
+
+
+def _send_again(target: CourseAssignment, delivery_id: int) -> ScorePassback:
+    delivery = session().get(ScorePassback, delivery_id)
+    if delivery is None or delivery.resource_link.assignment_id != target.id:
+        raise NotFound(f"Assignment {target.slug} has no passback {delivery_id}.")
+    send_again(session(), delivery)
+    session().commit()
+    GradePassback().send_due(session(), submission_id=delivery.submission_id)
+    return delivery
+
+
+@api.get("/assignments/<slug>/passbacks")
+@login_required
+def api_passbacks(slug: str) -> Response:
+    target = _taught(request.args.get("course"), slug, current_user())
+    return jsonify(passbacks=[passback_json(d) for d in passbacks_of(session(), target)])
+
+
+@api.post("/assignments/<slug>/passbacks/<int:delivery_id>/resend")
+@login_required
+def api_resend(slug: str, delivery_id: int) -> tuple[Response, int]:
+    target = _taught(request.args.get("course"), slug, current_user())
+    return jsonify(passback_json(_send_again(target, delivery_id))), 202

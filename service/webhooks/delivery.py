@@ -1,0 +1,318 @@
+"""The webhook channel: deliveries recorded with the result, sent signed, retried with backoff.
+
+A delivery is attempted by exactly one task at a time: the task takes the attempt by a
+compare-and-set on (status, attempts) and records the outcome only if the attempt is still its
+own, so duplicate tasks (a broker redelivery, the periodic sweep, a redeliver click) never post
+twice at once and a delivered event is never sent again unless an instructor asks for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+import requests
+from flask import current_app
+from requests.adapters import HTTPAdapter
+from sqlalchemy import CursorResult, Executable, or_, select, update
+from sqlalchemy.orm import Session
+from standardwebhooks import Webhook
+
+from service.events import Event
+from service.models import (
+    DeliveryStatus,
+    Result,
+    Submission,
+    WebhookDelivery,
+    WebhookEndpoint,
+    utcnow,
+)
+from service.webhooks.egress import EgressPolicy, RefusedTarget, Target, resolve_target
+
+log = logging.getLogger(__name__)
+
+DELIVER_TASK = "autograde.deliver_webhook"
+USER_AGENT = "autograde-webhooks/1"
+SECRET_BYTES = 32
+ROTATION_GRACE = timedelta(hours=24)
+"""How long deliveries stay signed with the previous secret after a rotation as well."""
+EARLY_SLACK = timedelta(seconds=0.5)
+"""A countdown task may run this much before its delivery is due (timer granularity)."""
+
+Dispatch = Callable[[int, float | None], None]
+"""Send the task of a delivery id, now or after a countdown in seconds."""
+
+
+@dataclass(frozen=True)
+class WebhookPolicy:
+    timeout_seconds: float
+    max_attempts: int
+    backoff_seconds: float
+    backoff_max_seconds: float
+    redispatch_seconds: float
+    countdown_limit_seconds: float
+    """Retries due later than this are left to the periodic sweep, not held by a worker as
+    countdown tasks (Redis would redeliver a task held past its visibility timeout)."""
+    egress: EgressPolicy
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> WebhookPolicy:
+        return cls(timeout_seconds=float(config["WEBHOOK_TIMEOUT_SECONDS"]),
+                   max_attempts=max(1, int(config["WEBHOOK_MAX_ATTEMPTS"])),
+                   backoff_seconds=float(config["WEBHOOK_BACKOFF_SECONDS"]),
+                   backoff_max_seconds=float(config["WEBHOOK_BACKOFF_MAX_SECONDS"]),
+                   redispatch_seconds=float(config["WEBHOOK_REDISPATCH_SECONDS"]),
+                   countdown_limit_seconds=float(config["VISIBILITY_TIMEOUT"]) / 2,
+                   egress=EgressPolicy.from_config(config))
+
+    def backoff(self, attempts: int) -> float:
+        """Seconds to wait after failed attempt number ``attempts`` (1, 2, ...)."""
+        return float(min(self.backoff_max_seconds, self.backoff_seconds * 2 ** (attempts - 1)))
+
+    @property
+    def attempt_lease(self) -> timedelta:
+        """How long an attempt in flight keeps its delivery from being sent again."""
+        return timedelta(seconds=2 * self.timeout_seconds + 30)
+
+
+def new_secret() -> str:
+    """A Standard Webhooks secret: ``whsec_`` and 32 random bytes in base64."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(SECRET_BYTES)).decode("ascii")
+
+
+def signature_header(endpoint: WebhookEndpoint, message_id: str, timestamp: datetime,
+                     body: str) -> str:
+    """``webhook-signature``: signed with the current secret, and with the previous one during
+    the grace period after a rotation (space-separated, as the scheme allows)."""
+    secrets_in_force = [endpoint.secret]
+    if (endpoint.previous_secret and endpoint.previous_secret_until
+            and endpoint.previous_secret_until > utcnow()):
+        secrets_in_force.append(endpoint.previous_secret)
+    return " ".join(Webhook(secret).sign(message_id, timestamp, body)
+                    for secret in secrets_in_force)
+
+
+def signed_headers(endpoint: WebhookEndpoint, message_id: str, body: str,
+                   timestamp: datetime | None = None) -> dict[str, str]:
+    sent_at = timestamp or utcnow()
+    return {"webhook-id": message_id,
+            "webhook-timestamp": str(int(sent_at.timestamp())),
+            "webhook-signature": signature_header(endpoint, message_id, sent_at, body),
+            "Content-Type": "application/json",
+            "User-Agent": USER_AGENT}
+
+
+def event_payload(session: Session, submission: Submission, event: Event) -> dict[str, Any]:
+    """The body of an event: what a receiver needs to act on it without calling back."""
+    result = session.scalar(select(Result).where(Result.submission_id == submission.id,
+                                                 Result.round == submission.round))
+    scored = result if event is Event.GRADED else None
+    data = {
+        "submission_id": submission.id,
+        "student": {"id": submission.user.id, "username": submission.user.username},
+        "course": submission.assignment.course.code,
+        "assignment": submission.assignment.slug,
+        "round": submission.round,
+        "status": "graded" if event is Event.GRADED else "failed",
+        "score": scored.score if scored else None,
+        "max_score": scored.max_score if scored else submission.assignment.max_score,
+        "final_score": scored.final_score if scored else None,
+        "codes": list(scored.codes) if scored else [],
+        "late": submission.late,
+        "message": submission.message if event is Event.FAILED else None,
+    }
+    stamp = utcnow().isoformat().replace("+00:00", "Z")
+    return {"type": event.value, "timestamp": stamp, "data": data}
+
+
+def body_of(delivery: WebhookDelivery) -> str:
+    return json.dumps(delivery.payload, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """What one run of the delivery task did."""
+
+    status: str
+    """``delivered``, ``retrying``, ``failed`` (gave up) or ``skipped`` (not this task's)."""
+    retry_in: float | None = None
+    """Seconds until the retry, when the task should schedule it itself (a countdown)."""
+
+
+class _PinnedAdapter(HTTPAdapter):
+    """Connects to the checked address while TLS verifies the certificate for the host name."""
+
+    def __init__(self, hostname: str) -> None:
+        self._hostname = hostname
+        super().__init__(max_retries=0)
+
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False,
+                         **pool_kwargs: Any) -> None:
+        pool_kwargs.update(server_hostname=self._hostname, assert_hostname=self._hostname)
+        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
+
+
+def post(target: Target, body: str, headers: dict[str, str],
+         timeout: float) -> tuple[int | None, str | None]:
+    """POST once, following no redirect: (status code, None) or (code or None, short error)."""
+    with requests.Session() as http:
+        http.trust_env = False  # no proxy from the environment: the checked address is the peer
+        http.mount(f"{target.scheme}://", _PinnedAdapter(target.hostname))
+        try:
+            response = http.post(target.pinned_url, data=body.encode("utf-8"),
+                                 headers={**headers, "Host": target.host_header},
+                                 timeout=timeout, allow_redirects=False, stream=True)
+        except requests.Timeout:
+            return None, "timed out"
+        except requests.exceptions.SSLError:
+            return None, "TLS error (certificate or handshake)"
+        except requests.RequestException as exc:
+            return None, f"connection failed ({type(exc).__name__})"
+        response.close()
+    if 200 <= response.status_code < 300:
+        return response.status_code, None
+    if 300 <= response.status_code < 400:
+        return response.status_code, f"HTTP {response.status_code} (redirects are not followed)"
+    return response.status_code, f"HTTP {response.status_code}"
+
+
+def _changed(session: Session, statement: Executable) -> int:
+    result = session.execute(statement.execution_options(synchronize_session=False))
+    return int(cast(CursorResult[Any], result).rowcount)
+
+
+def deliver(session: Session, delivery_id: int, policy: WebhookPolicy) -> AttemptOutcome:
+    """One attempt at a delivery, if it is due and still pending; records what happened."""
+    delivery = session.get(WebhookDelivery, delivery_id, populate_existing=True)
+    now = utcnow()
+    if delivery is None or delivery.status is not DeliveryStatus.PENDING:
+        return AttemptOutcome("skipped")
+    if delivery.next_attempt_at is not None and delivery.next_attempt_at > now + EARLY_SLACK:
+        return AttemptOutcome("skipped")
+    attempt = delivery.attempts + 1
+    taken = _changed(session, update(WebhookDelivery).where(
+        WebhookDelivery.id == delivery_id, WebhookDelivery.status == DeliveryStatus.PENDING,
+        WebhookDelivery.attempts == delivery.attempts).values(
+        attempts=attempt, last_attempt_at=now, next_attempt_at=now + policy.attempt_lease))
+    session.commit()
+    if taken != 1:
+        return AttemptOutcome("skipped")
+    endpoint = session.get(WebhookEndpoint, delivery.endpoint_id, populate_existing=True)
+    code, error = _attempt(delivery, endpoint, policy)
+    return _record(session, delivery, attempt, code, error, policy)
+
+
+def _attempt(delivery: WebhookDelivery, endpoint: WebhookEndpoint | None,
+             policy: WebhookPolicy) -> tuple[int | None, str | None]:
+    if endpoint is None or not endpoint.active:
+        return None, "endpoint disabled"
+    try:
+        target = resolve_target(endpoint.url, policy.egress)
+    except RefusedTarget as refused:
+        return None, "refused: " + refused.detail[:150]
+    body = body_of(delivery)
+    return post(target, body, signed_headers(endpoint, delivery.message_id, body),
+                policy.timeout_seconds)
+
+
+def _record(session: Session, delivery: WebhookDelivery, attempt: int, code: int | None,
+            error: str | None, policy: WebhookPolicy) -> AttemptOutcome:
+    now = utcnow()
+    values: dict[str, Any] = {"last_status_code": code, "last_error": error}
+    retry_in: float | None = None
+    if error is None:
+        values.update(status=DeliveryStatus.DELIVERED, delivered_at=now, next_attempt_at=None)
+        outcome = "delivered"
+    elif attempt >= policy.max_attempts:
+        values.update(status=DeliveryStatus.FAILED, next_attempt_at=None)
+        outcome = "failed"
+    else:
+        delay = policy.backoff(attempt)
+        due = now + timedelta(seconds=delay)
+        values["next_attempt_at"] = due
+        if delay <= policy.countdown_limit_seconds:
+            values["dispatched_at"], retry_in = due, delay
+        else:
+            values["dispatched_at"] = None
+        outcome = "retrying"
+    kept = _changed(session, update(WebhookDelivery).where(
+        WebhookDelivery.id == delivery.id, WebhookDelivery.attempts == attempt,
+        WebhookDelivery.status == DeliveryStatus.PENDING).values(**values))
+    session.commit()
+    session.expire(delivery)  # changed by UPDATE statements above, not through the object
+    log.info("webhook delivery %s (endpoint %s) attempt %s: %s", delivery.id,
+             delivery.endpoint_id, attempt, error or f"HTTP {code}")
+    if kept != 1:  # redelivered meanwhile: the new round owns the row now
+        return AttemptOutcome("skipped")
+    return AttemptOutcome(outcome, retry_in)
+
+
+def celery_dispatch(delivery_id: int, countdown: float | None) -> None:
+    celery = current_app.extensions["celery"]
+    celery.send_task(DELIVER_TASK, args=[delivery_id], queue=current_app.config["QUEUE"],
+                     countdown=countdown)
+
+
+class WebhookChannel:
+    """The ``Channel`` of webhooks (see ``service.events``)."""
+
+    name = "webhooks"
+
+    def __init__(self, policy: WebhookPolicy, dispatch: Dispatch = celery_dispatch) -> None:
+        self.policy = policy
+        self.dispatch = dispatch
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> WebhookChannel:
+        return cls(WebhookPolicy.from_config(config))
+
+    def record(self, session: Session, submission: Submission, event: Event) -> None:
+        # The caller changed the status and message with an UPDATE: read them back.
+        session.refresh(submission, ["status", "message", "round"])
+        endpoints = [e for e in session.scalars(select(WebhookEndpoint).where(
+            WebhookEndpoint.course_id == submission.assignment.course_id,
+            WebhookEndpoint.active.is_(True)).order_by(WebhookEndpoint.id))
+            if event.value in e.events]
+        if not endpoints:
+            return
+        payload = event_payload(session, submission, event)
+        now = utcnow()
+        for endpoint in endpoints:
+            session.add(WebhookDelivery(endpoint_id=endpoint.id, submission_id=submission.id,
+                                        event=event.value, message_id=new_message_id(),
+                                        payload=payload, next_attempt_at=now))
+
+    def send_due(self, session: Session, *, submission_id: int | None = None,
+                 delivery_id: int | None = None) -> int:
+        now = utcnow()
+        stale = now - timedelta(seconds=self.policy.redispatch_seconds)
+        query = select(WebhookDelivery.id, WebhookDelivery.dispatched_at).where(
+            WebhookDelivery.status == DeliveryStatus.PENDING,
+            WebhookDelivery.next_attempt_at <= now,
+            or_(WebhookDelivery.dispatched_at.is_(None), WebhookDelivery.dispatched_at < stale),
+        ).order_by(WebhookDelivery.next_attempt_at).limit(1000)
+        if submission_id is not None:
+            query = query.where(WebhookDelivery.submission_id == submission_id)
+        if delivery_id is not None:
+            query = query.where(WebhookDelivery.id == delivery_id)
+        sent = 0
+        for row_id, dispatched in session.execute(query).all():
+            same = (WebhookDelivery.dispatched_at.is_(None) if dispatched is None
+                    else WebhookDelivery.dispatched_at == dispatched)
+            claimed = _changed(session, update(WebhookDelivery).where(
+                WebhookDelivery.id == row_id, same).values(dispatched_at=now))
+            session.commit()
+            if claimed == 1:
+                self.dispatch(row_id, None)
+                sent += 1
+        return sent
+
+
+def new_message_id() -> str:
+    return "msg_" + secrets.token_urlsafe(24)

@@ -1,0 +1,377 @@
+"""LTI 1.3 in one process: the app served over real HTTP on loopback, the test LMS beside it."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+import jwt
+import pytest
+import requests
+from flask import Flask, current_app
+from sqlalchemy import select
+from werkzeug.serving import make_server
+
+from service import db
+from service.accounts import issue_token
+from service.celery_app import current_announcer
+from service.grading import GradingPolicy, claim, store_result
+from service.lti.keys import rotate_key
+from service.lti.passback import PassbackSettings, publish, scores_url
+from service.lti.platforms import Registration, register_platform
+from service.lti.views import runtime
+from service.models import (
+    CourseAssignment,
+    LtiUser,
+    PassbackStatus,
+    ScorePassback,
+    ScorePolicy,
+    Submission,
+    User,
+)
+from tests.lti_platform import INSTRUCTOR, LEARNER, TEACHING_ASSISTANT, LmsPlatform, new_key
+
+POLICY = GradingPolicy(lease_seconds=60, max_attempts=3)
+
+
+@dataclass
+class Tool:
+    app: Flask
+    url: str
+
+
+@pytest.fixture
+def tool(make_app: Callable[..., Flask], sqlite_url: str) -> Iterator[Tool]:
+    app = make_app(sqlite_url, SECRET_KEY="lti-tests", LTI_COOKIE_SECURE=0,
+                   LTI_RETRY_BASE_SECONDS=0, LTI_MAX_ATTEMPTS=4)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with app.app_context():
+            yield Tool(app, f"http://127.0.0.1:{server.server_port}")
+    finally:
+        server.shutdown()
+        app.extensions["autograde.db"].engine.dispose()
+
+
+@pytest.fixture
+def lms(tool: Tool) -> Iterator[LmsPlatform]:
+    platform = LmsPlatform(tool_url=tool.url).start()
+    register_platform(db.session(), Registration(
+        issuer=platform.issuer, client_id=platform.client_id,
+        deployments=(platform.deployment_id,), auth_login_url=platform.url + "/auth",
+        access_token_url=platform.token_url, jwks_url=platform.url + "/jwks"))
+    db.session().commit()
+    yield platform
+    platform.stop()
+
+
+def _student_launch(lms: LmsPlatform, sub: str = "student-1",
+                    browser: requests.Session | None = None) -> requests.Response:
+    return lms.launch(browser or requests.Session(), sub=sub, roles=[LEARNER],
+                      **lms.resource_link("link-1", assignment="attention",
+                                          lineitem=lms.lineitem())).response
+
+
+def _user(sub: str) -> User:
+    found = db.session().scalar(select(User).join(LtiUser).where(LtiUser.sub == sub))
+    assert found is not None
+    return found
+
+
+def _graded(user: User, score: float, *, hidden: bool = False) -> Submission:
+    """A submission of ``user`` graded ``score``/10 through the real claim and store (with a
+    check students see only once results are published, when ``hidden``)."""
+    assignment = db.session().scalar(select(CourseAssignment).where(
+        CourseAssignment.slug == "attention"))
+    assert assignment is not None
+    submission = Submission(user_id=user.id, assignment_id=assignment.id,
+                            assignment_version=assignment.version, seed=1)
+    db.session().add(submission)
+    db.session().commit()
+    taken = claim(db.session(), submission.id, POLICY)
+    assert taken is not None
+    checks = [{"number": "1", "name": "held back", "score": 1.0, "max_score": 1.0,
+               "status": "passed", "visibility": "after_published"}] if hidden else []
+    assert store_result(db.session(), taken, {"score": score, "max_score": 10.0,
+                                              "diagnoses": [], "tests": checks},
+                        current_announcer())
+    return submission
+
+
+def _publish(delivery_id: int) -> str:
+    return publish(db.session(), delivery_id,
+                   settings=PassbackSettings.from_config(current_app.config),
+                   tokens=runtime().tokens).status
+
+
+def _deliveries() -> list[ScorePassback]:
+    return list(db.session().scalars(select(ScorePassback).order_by(ScorePassback.id),
+                                     execution_options={"populate_existing": True}))
+
+
+def test_jwks_publishes_the_active_key_and_recently_retired_ones(tool: Tool) -> None:
+    first = requests.get(tool.url + "/lti/jwks", timeout=10).json()["keys"]
+    assert len(first) == 1 and first[0]["alg"] == "RS256" and "d" not in first[0]
+    rotate_key(db.session())
+    db.session().commit()
+    second = requests.get(tool.url + "/lti/jwks", timeout=10).json()["keys"]
+    assert [k["kid"] for k in second][1:] == [first[0]["kid"]]
+
+
+def test_student_launch_provisions_and_logs_in(lms: LmsPlatform, tool: Tool) -> None:
+    browser = requests.Session()
+    response = _student_launch(lms, browser=browser)
+    assert response.status_code == 303, response.text
+    course = db.session().scalar(select(CourseAssignment).where(
+        CourseAssignment.slug == "attention")).course  # type: ignore[union-attr]
+    assert course.title == "Machine learning 101"
+    assert response.headers["Location"].endswith(f"/courses/{course.code}/assignments/attention")
+    page = browser.get(tool.url + response.headers["Location"], timeout=30)
+    assert page.status_code == 200 and "User student-1" in page.text
+    user = _user("student-1")
+    assert user.display_name == "User student-1"
+
+
+@pytest.mark.parametrize(("roles", "instructor"), [
+    ([INSTRUCTOR], True), ([TEACHING_ASSISTANT], True), ([LEARNER], False),
+    (["http://purl.imsglobal.org/vocab/lis/v2/institution/person#Administrator"], True),
+    ([], False)])
+def test_lti_roles_map_to_course_roles(roles: list[str], instructor: bool) -> None:
+    from service.lti.provision import course_role
+    from service.models import CourseRole
+
+    assert (course_role(roles) is CourseRole.INSTRUCTOR) is instructor
+
+
+def test_instructor_deep_links_an_assignment(lms: LmsPlatform, tool: Tool) -> None:
+    browser = requests.Session()
+    picker = lms.launch(browser, sub="teacher-1", roles=[INSTRUCTOR],
+                        **lms.deep_linking()).response
+    assert picker.status_code == 200, picker.text
+    assert "frame-ancestors" in picker.headers["Content-Security-Policy"]
+    token = re.search(r'name="token" value="([^"]+)"', picker.text)
+    choice = re.search(r'name="assignment" value="(\d+)"[^<]*\s*<button[^>]*value="attention"',
+                       picker.text)
+    assert token and choice, picker.text
+    returned = browser.post(tool.url + "/lti/deep-link", timeout=30, data={
+        "token": token.group(1), "assignment": choice.group(1)})
+    assert returned.status_code == 200, returned.text
+    assert f"form-action 'self' {lms.url}" in returned.headers["Content-Security-Policy"]
+    assert f'action="{lms.url}/deep-link-return"' in returned.text
+    response_jwt = re.search(r'name="JWT" value="([^"]+)"', returned.text)
+    assert response_jwt
+    posted = requests.post(lms.url + "/deep-link-return", data={"JWT": response_jwt.group(1)},
+                           timeout=10)
+    assert posted.status_code == 200, lms.refusals
+    (claims,) = lms.deep_link_responses
+    (item,) = claims["https://purl.imsglobal.org/spec/lti-dl/claim/content_items"]
+    assert claims["https://purl.imsglobal.org/spec/lti-dl/claim/data"] == "opaque-platform-data"
+    assert item["type"] == "ltiResourceLink" and item["url"] == tool.url + "/lti/launch"
+    assert item["custom"] == {"assignment": "attention"}
+    assert item["lineItem"]["scoreMaximum"] == 10.0 and item["lineItem"]["resourceId"]
+
+    tampered = browser.post(tool.url + "/lti/deep-link", timeout=30, data={
+        "token": token.group(1) + "x", "assignment": choice.group(1)})
+    assert tampered.status_code == 400 and "altered" in tampered.text
+
+
+def test_a_learner_cannot_deep_link(lms: LmsPlatform) -> None:
+    response = lms.launch(requests.Session(), sub="student-9", roles=[LEARNER],
+                          **lms.deep_linking()).response
+    assert response.status_code == 403 and "instructors" in response.text
+
+
+def _refused(response: requests.Response, status: int, words: str) -> None:
+    assert response.status_code == status, response.text
+    assert words in response.text, response.text
+    assert "Traceback" not in response.text and "text/html" in response.headers["Content-Type"]
+
+
+def test_forged_expired_replayed_and_undeployed_launches_are_refused(lms: LmsPlatform) -> None:
+    browser = requests.Session()
+    link = lms.resource_link("link-1", assignment="attention", lineitem=lms.lineitem())
+
+    def post(token: str, state: str) -> requests.Response:
+        return browser.post(lms.tool_url + "/lti/launch", data={"id_token": token,
+                                                                 "state": state})
+
+    state, nonce, _ = lms.login(browser)
+    forged = lms.id_token(nonce=nonce, sub="mallory", roles=[INSTRUCTOR], key=new_key(), **link)
+    _refused(post(forged, state), 401, "signature is not valid")
+
+    state, nonce, _ = lms.login(browser)
+    expired = lms.id_token(nonce=nonce, sub="s", roles=[LEARNER], expires_in=-600, **link)
+    _refused(post(expired, state), 401, "expired")
+
+    state, nonce, _ = lms.login(browser)
+    other_tool = lms.id_token(nonce=nonce, sub="s", roles=[LEARNER], audience="other", **link)
+    _refused(post(other_tool, state), 401, "another tool")
+
+    state, _, _ = lms.login(browser)
+    wrong_nonce = lms.id_token(nonce="guessed", sub="s", roles=[LEARNER], **link)
+    _refused(post(wrong_nonce, state), 401, "nonce")
+
+    state, nonce, _ = lms.login(browser)
+    undeployed = lms.id_token(nonce=nonce, sub="s", roles=[LEARNER], deployment_id="rogue",
+                              **link)
+    _refused(post(undeployed, state), 403, "deployment")
+
+    done = lms.launch(browser, sub="s", roles=[LEARNER], **link)
+    assert done.response.status_code == 303
+    _refused(post(done.id_token, done.state), 401, "not started in this browser")
+    browser.cookies.set("autograde_lti_state", done.state)  # even with the cookie put back
+    _refused(post(done.id_token, done.state), 401, "already used")
+
+    state, nonce, _ = lms.login(browser)
+    good = lms.id_token(nonce=nonce, sub="s", roles=[LEARNER], **link)
+    stranger = requests.Session()  # another browser: no state cookie
+    _refused(stranger.post(lms.tool_url + "/lti/launch", data={"id_token": good,
+                                                               "state": state}),
+             401, "not started in this browser")
+    _refused(requests.get(lms.tool_url + "/lti/login",
+                          params={"iss": "https://unknown.example", "login_hint": "x"}),
+             403, "not registered")
+    assert db.session().scalar(select(User).join(LtiUser).where(
+        LtiUser.sub == "mallory")) is None
+
+
+def test_graded_submission_publishes_the_score_with_a_token(lms: LmsPlatform) -> None:
+    assert _student_launch(lms).status_code == 303
+    submission = _graded(_user("student-1"), 7.0)
+    (delivery,) = _deliveries()
+    assert delivery.status is PassbackStatus.PENDING
+    assert delivery.submission_id == submission.id
+
+    assert _publish(delivery.id) == "delivered"
+    assert _publish(delivery.id) == "skipped"  # a duplicate task sends nothing
+    (score,) = lms.scores
+    assert score["userId"] == "student-1" and score["lineitem"] == lms.lineitem()
+    assert (score["scoreGiven"], score["scoreMaximum"]) == (7.0, 10.0)
+    assert score["activityProgress"] == "Completed"
+    assert score["gradingProgress"] == "FullyGraded"
+    assert datetime.fromisoformat(score["timestamp"]).tzinfo is not None
+    (request,) = lms.token_requests
+    header = jwt.get_unverified_header(request["client_assertion"])
+    assert header["alg"] == "RS256" and header["kid"]
+    (done,) = _deliveries()
+    assert (done.status, done.attempts, done.score_given) == (PassbackStatus.DELIVERED, 1, 7.0)
+
+    _graded(_user("student-1"), 4.0)
+    assert _publish(_deliveries()[-1].id) == "delivered"
+    assert lms.scores[-1]["scoreGiven"] == 7.0  # best by default
+    assert len(lms.token_requests) == 1  # the token is reused until it expires
+
+
+def test_latest_policy_and_superseded_deliveries(lms: LmsPlatform) -> None:
+    assert _student_launch(lms).status_code == 303
+    assignment = db.session().scalar(select(CourseAssignment).where(
+        CourseAssignment.slug == "attention"))
+    assert assignment is not None
+    assignment.score_policy = ScorePolicy.LATEST
+    db.session().commit()
+    _graded(_user("student-1"), 9.0)
+    _graded(_user("student-1"), 3.0)
+    first, second = _deliveries()
+    assert first.status is PassbackStatus.SUPERSEDED
+    assert _publish(first.id) == "skipped"
+    assert _publish(second.id) == "delivered"
+    assert [s["scoreGiven"] for s in lms.scores] == [3.0]
+
+
+def test_a_score_waits_until_its_checks_are_released(lms: LmsPlatform) -> None:
+    assert _student_launch(lms).status_code == 303
+    _graded(_user("student-1"), 6.0, hidden=True)
+    (delivery,) = _deliveries()
+    assert _publish(delivery.id) == "held"
+    (held,) = _deliveries()
+    assert (held.status, held.attempts) == (PassbackStatus.PENDING, 0)
+    assert "not released" in (held.last_error or "") and not lms.scores
+    assert _publish(delivery.id) == "skipped"  # not due again yet
+    assignment = held.submission.assignment
+    assignment.results_published = True
+    held.next_attempt_at = held.created_at  # what the periodic recheck finds due
+    db.session().commit()
+    assert _publish(delivery.id) == "delivered"
+    assert lms.scores[-1]["scoreGiven"] == 6.0
+
+
+def test_failures_retry_with_backoff_then_deliver_or_give_up(lms: LmsPlatform,
+                                                             tool: Tool) -> None:
+    assert _student_launch(lms).status_code == 303
+    lms.fail_scores = 2
+    _graded(_user("student-1"), 6.0)
+    (delivery,) = _deliveries()
+    assert [_publish(delivery.id) for _ in range(3)] == ["retry", "retry", "delivered"]
+    (done,) = _deliveries()
+    assert (done.status, done.attempts) == (PassbackStatus.DELIVERED, 3)
+
+    lms.fail_scores = 10
+    _graded(_user("student-1"), 8.0)
+    last = _deliveries()[-1]
+    assert [_publish(last.id) for _ in range(4)] == ["retry", "retry", "retry", "failed"]
+    failed = _deliveries()[-1]
+    assert failed.status is PassbackStatus.FAILED and "HTTP 503" in (failed.last_error or "")
+
+    teacher = lms.launch(requests.Session(), sub="teacher-1", roles=[INSTRUCTOR],
+                         **lms.resource_link("link-1"))
+    assert teacher.response.status_code == 303
+    headers = {"Authorization": "Bearer "
+               + issue_token(db.session(), _user("teacher-1")).token}
+    db.session().commit()
+    listed = requests.get(tool.url + "/api/v1/lti/assignments/attention/passbacks",
+                          headers=headers, timeout=10).json()["passbacks"]
+    assert [p["status"] for p in listed] == ["failed", "delivered"]
+    assert listed[0]["attempts"] == 4 and listed[1]["score_given"] == 6.0
+    lms.fail_scores = 0
+    again = requests.post(f"{tool.url}/api/v1/lti/assignments/attention/passbacks/"
+                          f"{failed.id}/resend", headers=headers, timeout=10)
+    assert again.status_code == 202 and again.json()["status"] == "pending"
+    assert _publish(failed.id) == "delivered"
+    assert lms.scores[-1]["scoreGiven"] == 8.0
+
+    student = {"Authorization": "Bearer " + issue_token(db.session(), _user("student-1")).token}
+    db.session().commit()
+    assert requests.get(tool.url + "/api/v1/lti/assignments/attention/passbacks",
+                        headers=student, timeout=10).status_code == 403
+
+
+def test_instructor_pages_list_passbacks_and_register_platforms(lms: LmsPlatform,
+                                                                tool: Tool) -> None:
+    assert _student_launch(lms).status_code == 303
+    _graded(_user("student-1"), 5.0)
+    browser = requests.Session()
+    teacher = lms.launch(browser, sub="teacher-1", roles=[INSTRUCTOR],
+                         **lms.resource_link("link-1"))
+    location = teacher.response.headers["Location"]
+    assert "/dashboard/courses/" in location
+    course = location.split("/courses/")[1].split("/")[0]
+    page = browser.get(f"{tool.url}/dashboard/lti/courses/{course}/assignments/attention/"
+                       "passbacks", timeout=30)
+    assert page.status_code == 200 and 'data-status="pending"' in page.text
+
+    platforms = browser.get(tool.url + "/dashboard/lti/platforms", timeout=30)
+    assert platforms.status_code == 200 and tool.url + "/lti/jwks" in platforms.text
+    csrf = re.search(r'name="csrf_token" type="hidden" value="([^"]+)"', platforms.text)
+    assert csrf
+    form = {"csrf_token": csrf.group(1), "issuer": "https://moodle.example.edu",
+            "client_id": "abc", "deployments": "1\n2", "auth_login_url":
+            "https://moodle.example.edu/mod/lti/auth.php", "access_token_url":
+            "https://moodle.example.edu/mod/lti/token.php", "jwks_url":
+            "https://moodle.example.edu/mod/lti/certs.php"}
+    done = browser.post(tool.url + "/dashboard/lti/platforms", data=form, timeout=30)
+    assert done.status_code == 200 and "Registered" in done.text and "moodle" in done.text
+    without_token = browser.post(tool.url + "/dashboard/lti/platforms",
+                                 data={**form, "csrf_token": ""}, timeout=30)
+    assert "Registered" not in without_token.text
+
+
+def test_scores_url_keeps_the_line_item_query() -> None:
+    assert scores_url("https://m.example/mod/lti/services.php/2/lineitems/7/lineitem?type_id=1") \
+        == "https://m.example/mod/lti/services.php/2/lineitems/7/lineitem/scores?type_id=1"
+    assert scores_url("https://c.example/api/lti/courses/1/line_items/5/") \
+        == "https://c.example/api/lti/courses/1/line_items/5/scores"
