@@ -41,15 +41,16 @@ DEFAULTS: dict[str, Any] = {
     "REAPER_INTERVAL_SECONDS": 60,
     # Webhook and LMS deliveries: how often the periodic task sends what is due.
     "DELIVERY_SWEEP_SECONDS": 30,
+    # A delivery whose task was sent this long ago and has not run is taken as lost: sent again.
+    "DELIVERY_REDISPATCH_SECONDS": 300,
     # Webhooks: a failed attempt is retried after BACKOFF seconds, doubling up to BACKOFF_MAX,
-    # until MAX_ATTEMPTS; a task lost in the queue is sent again after REDISPATCH seconds.
+    # until MAX_ATTEMPTS.
     # Targets in private, loopback, link-local and other non-public ranges are refused unless
     # their network is listed in ALLOWED_NETWORKS (comma-separated, e.g. "10.1.0.0/16").
     "WEBHOOK_TIMEOUT_SECONDS": 10,
     "WEBHOOK_MAX_ATTEMPTS": 10,
     "WEBHOOK_BACKOFF_SECONDS": 60,
     "WEBHOOK_BACKOFF_MAX_SECONDS": 6 * 3600,
-    "WEBHOOK_REDISPATCH_SECONDS": 300,
     "WEBHOOK_ALLOWED_NETWORKS": "",
     "SANDBOX_RETRY_SECONDS": 30,
     "TOKEN_DAYS": 90,

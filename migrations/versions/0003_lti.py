@@ -122,6 +122,7 @@ def upgrade() -> None:
     sa.Column('next_attempt_at', service.models.base.UTCDateTime(timezone=True), nullable=False),
     sa.Column('lease_token', sa.String(length=32), nullable=True),
     sa.Column('lease_expires_at', service.models.base.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('dispatched_at', service.models.base.UTCDateTime(timezone=True), nullable=True),
     sa.Column('score_given', sa.Double(), nullable=True),
     sa.Column('score_maximum', sa.Double(), nullable=True),
     sa.Column('last_error', sa.Text(), nullable=True),

@@ -19,10 +19,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import requests
 from flask import current_app
-from sqlalchemy import CursorResult, Executable, select, update
+from sqlalchemy import CursorResult, Executable, and_, select, update
 from sqlalchemy.orm import Session
 
-from service.events import Event
+from service.events import Event, dispatch_due
 from service.lti.keys import sign
 from service.lti.provision import SCORE_SCOPE
 from service.models import (
@@ -57,12 +57,16 @@ class PassbackSettings:
     max_attempts: int
     timeout_seconds: int
     hold_recheck_seconds: int
+    countdown_limit_seconds: int
+    """Retries due later than this are left to the periodic sweep, not held by a worker as
+    countdown tasks (Redis would redeliver a task held past its visibility timeout)."""
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> PassbackSettings:
         return cls(int(config["LTI_RETRY_BASE_SECONDS"]), int(config["LTI_RETRY_CAP_SECONDS"]),
                    int(config["LTI_MAX_ATTEMPTS"]), int(config["LTI_HTTP_TIMEOUT_SECONDS"]),
-                   int(config["LTI_HOLD_RECHECK_SECONDS"]))
+                   int(config["LTI_HOLD_RECHECK_SECONDS"]),
+                   int(config["VISIBILITY_TIMEOUT"]) // 2)
 
     def backoff(self, attempts: int) -> int:
         return int(min(self.retry_cap_seconds, self.retry_base_seconds * 2 ** (attempts - 1)))
@@ -101,17 +105,18 @@ class GradePassback:
 
     def send_due(self, session: Session, *, submission_id: int | None = None) -> int:
         now = utcnow()
-        query = select(ScorePassback.id).where(
-            ScorePassback.status == PassbackStatus.PENDING, ScorePassback.next_attempt_at <= now,
-            ScorePassback.lease_expires_at.is_(None) | (ScorePassback.lease_expires_at < now))
+        due = and_(ScorePassback.status == PassbackStatus.PENDING,
+                   ScorePassback.next_attempt_at <= now,
+                   ScorePassback.lease_expires_at.is_(None)
+                   | (ScorePassback.lease_expires_at < now))
         if submission_id is not None:
-            query = query.where(ScorePassback.submission_id == submission_id)
-        ids = list(session.scalars(query.order_by(ScorePassback.id)))
-        session.commit()
+            due = and_(due, ScorePassback.submission_id == submission_id)
         celery = current_app.extensions["celery"]
-        for delivery_id in ids:
-            celery.send_task(PUBLISH_TASK, args=[delivery_id], queue=current_app.config["QUEUE"])
-        return len(ids)
+        queue = current_app.config["QUEUE"]
+        return dispatch_due(
+            session, ScorePassback, due, now=now,
+            redispatch_seconds=float(current_app.config["DELIVERY_REDISPATCH_SECONDS"]),
+            send=lambda row_id: celery.send_task(PUBLISH_TASK, args=[row_id], queue=queue))
 
 
 class AccessTokens:
@@ -269,19 +274,27 @@ def _failed(session: Session, delivery: ScorePassback, lease: str, exc: Exceptio
                     delivery.attempts, reason)
         return Outcome("failed")
     countdown = settings.backoff(delivery.attempts)
-    _finish(session, delivery, lease, PassbackStatus.PENDING, error=reason,
-            next_attempt_at=utcnow() + timedelta(seconds=countdown))
+    due = utcnow() + timedelta(seconds=countdown)
+    # A short wait is the task's own countdown (it holds the dispatch until then); a long one
+    # is left to the periodic sweep.
+    by_countdown = countdown <= settings.countdown_limit_seconds
+    _finish(session, delivery, lease, PassbackStatus.PENDING, error=reason, next_attempt_at=due,
+            dispatched_at=due if by_countdown else None)
     log.info("LTI passback %s: attempt %s failed (%s); again in %s s", delivery.id,
              delivery.attempts, reason, countdown)
-    return Outcome("retry", countdown)
+    return Outcome("retry", countdown if by_countdown else None)
 
 
 def _finish(session: Session, delivery: ScorePassback, lease: str, status: PassbackStatus, *,
             score: tuple[float, float] | None = None, error: str | None = None,
-            next_attempt_at: datetime | None = None, attempts: int | None = None) -> None:
+            next_attempt_at: datetime | None = None, attempts: int | None = None,
+            dispatched_at: datetime | None = None) -> None:
+    """Record an attempt's end; a delivery left pending is sent again by the periodic sweep when
+    due, unless ``dispatched_at`` says a task is already scheduled for it."""
     now = utcnow()
     values: dict[str, Any] = {"status": status, "lease_token": None, "lease_expires_at": None,
-                              "updated_at": now, "last_error": error}
+                              "updated_at": now, "last_error": error,
+                              "dispatched_at": dispatched_at}
     if score is not None:
         values.update(score_given=score[0], score_maximum=score[1], delivered_at=now)
     if next_attempt_at is not None:
@@ -306,6 +319,7 @@ def send_again(session: Session, delivery: ScorePassback) -> None:
     delivery.status, delivery.attempts = PassbackStatus.PENDING, 0
     delivery.next_attempt_at = delivery.updated_at = utcnow()
     delivery.last_error, delivery.lease_expires_at = None, None
+    delivery.dispatched_at = None
     session.flush()
 
 

@@ -50,5 +50,12 @@ class IdMixin:
     id: Mapped[int] = mapped_column(primary_key=True)
 
 
+class DispatchedMixin(IdMixin):
+    """A delivery sent by a task (see ``service.events.dispatch_due``)."""
+
+    dispatched_at: Mapped[datetime | None] = mapped_column(default=None)
+    """When the task that will send it was sent, or is due to run (a retry's countdown)."""
+
+
 class CreatedMixin:
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

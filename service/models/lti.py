@@ -9,7 +9,7 @@ from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from service.models.assignments import CourseAssignment
-from service.models.base import Base, CreatedMixin, IdMixin
+from service.models.base import Base, CreatedMixin, DispatchedMixin, IdMixin
 from service.models.courses import Course
 from service.models.submissions import Submission
 from service.models.users import User, enum_column
@@ -129,7 +129,7 @@ class PassbackStatus(enum.Enum):
     """A newer grading of the same student and line item replaced it before it was sent."""
 
 
-class ScorePassback(IdMixin, CreatedMixin, Base):
+class ScorePassback(DispatchedMixin, CreatedMixin, Base):
     """A score owed to an LMS line item for one student, recorded with the result (an outbox).
 
     The score itself is computed when it is sent, by the assignment's score policy."""

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from service.models.base import Base, CreatedMixin, IdMixin
+from service.models.base import Base, CreatedMixin, DispatchedMixin, IdMixin
 from service.models.courses import Course
 from service.models.submissions import Submission
 from service.models.users import User, enum_column
@@ -47,7 +47,7 @@ class DeliveryStatus(enum.Enum):
     """Gave up after the last attempt (a redelivery starts again)."""
 
 
-class WebhookDelivery(IdMixin, CreatedMixin, Base):
+class WebhookDelivery(DispatchedMixin, CreatedMixin, Base):
     """One event owed to one endpoint, retried until delivered or out of attempts."""
 
     __tablename__ = "webhook_deliveries"
@@ -66,7 +66,6 @@ class WebhookDelivery(IdMixin, CreatedMixin, Base):
     attempts: Mapped[int] = mapped_column(default=0)
     next_attempt_at: Mapped[datetime | None]
     """When the next attempt is due; while an attempt is in flight, when it is presumed lost."""
-    dispatched_at: Mapped[datetime | None]
     """When the task last sent for this delivery was due to run; the periodic sweep sends
     another only once that is long past (the task was lost), never a pile of duplicates."""
     last_attempt_at: Mapped[datetime | None]

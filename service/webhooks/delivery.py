@@ -20,11 +20,11 @@ from typing import Any, cast
 import requests
 from flask import current_app
 from requests.adapters import HTTPAdapter
-from sqlalchemy import CursorResult, Executable, or_, select, update
+from sqlalchemy import CursorResult, Executable, and_, select, update
 from sqlalchemy.orm import Session
 from standardwebhooks import Webhook
 
-from service.events import Event
+from service.events import Event, dispatch_due
 from service.models import (
     DeliveryStatus,
     Result,
@@ -67,7 +67,7 @@ class WebhookPolicy:
                    max_attempts=max(1, int(config["WEBHOOK_MAX_ATTEMPTS"])),
                    backoff_seconds=float(config["WEBHOOK_BACKOFF_SECONDS"]),
                    backoff_max_seconds=float(config["WEBHOOK_BACKOFF_MAX_SECONDS"]),
-                   redispatch_seconds=float(config["WEBHOOK_REDISPATCH_SECONDS"]),
+                   redispatch_seconds=float(config["DELIVERY_REDISPATCH_SECONDS"]),
                    countdown_limit_seconds=float(config["VISIBILITY_TIMEOUT"]) / 2,
                    egress=EgressPolicy.from_config(config))
 
@@ -291,27 +291,15 @@ class WebhookChannel:
     def send_due(self, session: Session, *, submission_id: int | None = None,
                  delivery_id: int | None = None) -> int:
         now = utcnow()
-        stale = now - timedelta(seconds=self.policy.redispatch_seconds)
-        query = select(WebhookDelivery.id, WebhookDelivery.dispatched_at).where(
-            WebhookDelivery.status == DeliveryStatus.PENDING,
-            WebhookDelivery.next_attempt_at <= now,
-            or_(WebhookDelivery.dispatched_at.is_(None), WebhookDelivery.dispatched_at < stale),
-        ).order_by(WebhookDelivery.next_attempt_at).limit(1000)
+        due = and_(WebhookDelivery.status == DeliveryStatus.PENDING,
+                   WebhookDelivery.next_attempt_at <= now)
         if submission_id is not None:
-            query = query.where(WebhookDelivery.submission_id == submission_id)
+            due = and_(due, WebhookDelivery.submission_id == submission_id)
         if delivery_id is not None:
-            query = query.where(WebhookDelivery.id == delivery_id)
-        sent = 0
-        for row_id, dispatched in session.execute(query).all():
-            same = (WebhookDelivery.dispatched_at.is_(None) if dispatched is None
-                    else WebhookDelivery.dispatched_at == dispatched)
-            claimed = _changed(session, update(WebhookDelivery).where(
-                WebhookDelivery.id == row_id, same).values(dispatched_at=now))
-            session.commit()
-            if claimed == 1:
-                self.dispatch(row_id, None)
-                sent += 1
-        return sent
+            due = and_(due, WebhookDelivery.id == delivery_id)
+        return dispatch_due(session, WebhookDelivery, due, now=now,
+                            redispatch_seconds=self.policy.redispatch_seconds,
+                            send=lambda row_id: self.dispatch(row_id, None))
 
 
 def new_message_id() -> str:

@@ -6,13 +6,13 @@ import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import jwt
 import pytest
 import requests
 from flask import Flask, current_app
-from sqlalchemy import select
+from sqlalchemy import select, update
 from werkzeug.serving import make_server
 
 from service import db
@@ -20,7 +20,7 @@ from service.accounts import issue_token
 from service.celery_app import current_announcer
 from service.grading import GradingPolicy, claim, store_result
 from service.lti.keys import rotate_key
-from service.lti.passback import PassbackSettings, publish, scores_url
+from service.lti.passback import GradePassback, PassbackSettings, publish, scores_url
 from service.lti.platforms import Registration, register_platform
 from service.lti.views import runtime
 from service.models import (
@@ -31,6 +31,7 @@ from service.models import (
     ScorePolicy,
     Submission,
     User,
+    utcnow,
 )
 from tests.lti_platform import INSTRUCTOR, LEARNER, TEACHING_ASSISTANT, LmsPlatform, new_key
 
@@ -375,3 +376,28 @@ def test_scores_url_keeps_the_line_item_query() -> None:
         == "https://m.example/mod/lti/services.php/2/lineitems/7/lineitem/scores?type_id=1"
     assert scores_url("https://c.example/api/lti/courses/1/line_items/5/") \
         == "https://c.example/api/lti/courses/1/line_items/5/scores"
+
+
+def test_a_delivery_is_dispatched_once_and_long_backoffs_wait_for_the_sweep(
+        lms: LmsPlatform, tool: Tool) -> None:
+    assert _student_launch(lms).status_code == 303
+    _graded(_user("student-1"), 6.0)  # storing the result sent the delivery's task
+    (delivery,) = _deliveries()
+    assert delivery.dispatched_at is not None
+    passback = GradePassback()
+    assert passback.send_due(db.session()) == 0  # its task is queued: no copy of it
+    db.session().execute(update(ScorePassback).values(
+        dispatched_at=utcnow() - timedelta(hours=1)))
+    db.session().commit()
+    assert passback.send_due(db.session()) == 1  # long unanswered: taken as lost, sent again
+
+    lms.fail_scores = 1
+    current_app.config.update(LTI_RETRY_BASE_SECONDS=60, VISIBILITY_TIMEOUT=10)
+    outcome = publish(db.session(), delivery.id,
+                      settings=PassbackSettings.from_config(current_app.config),
+                      tokens=runtime().tokens)
+    # Too long to hold as a countdown past the broker's visibility timeout: the sweep sends it.
+    assert (outcome.status, outcome.retry_in) == ("retry", None)
+    (waiting,) = _deliveries()
+    assert waiting.dispatched_at is None and waiting.next_attempt_at > utcnow()
+    assert passback.send_due(db.session()) == 0  # not due yet

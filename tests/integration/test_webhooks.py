@@ -135,7 +135,7 @@ def test_signature_verifies_with_standardwebhooks_also_across_a_rotation() -> No
 
 def test_backoff_doubles_up_to_its_cap() -> None:
     policy = WebhookPolicy.from_config({**LOOPBACK, "VISIBILITY_TIMEOUT": 600,
-                                        "WEBHOOK_REDISPATCH_SECONDS": 300})
+                                        "DELIVERY_REDISPATCH_SECONDS": 300})
     assert [policy.backoff(n) for n in range(1, 6)] == [1, 2, 4, 4, 4]
 
 
