@@ -21,6 +21,7 @@ from service.models import (
     CourseAssignment,
     CourseRole,
     Enrolment,
+    Result,
     Role,
     Submission,
     SubmissionStatus,
@@ -134,20 +135,24 @@ class AssignmentStats:
 
 
 def assignment_stats(session: Session, assignment: CourseAssignment) -> AssignmentStats:
+    # Result documents are the bulk of the data: only the latest result's per student is read.
     submissions = list(session.scalars(
         select(Submission).where(Submission.assignment_id == assignment.id)
-        .options(selectinload(Submission.results)).order_by(Submission.requested_at)))
+        .options(selectinload(Submission.results).defer(Result.document))
+        .order_by(Submission.requested_at)))
     latest: dict[int, Submission] = {}
     for s in submissions:
         if s.status is SubmissionStatus.GRADED and s.result is not None:
             latest[s.user_id] = s
     results = [s.result for s in latest.values() if s.result is not None]
+    documents = list(session.scalars(select(Result.document)
+                                     .where(Result.id.in_([r.id for r in results]))))
     return AssignmentStats(
         students=len({s.user_id for s in submissions}),
         graded_students=len(results),
         histogram=score_histogram([r.final_score for r in results], assignment.max_score),
         codes=code_frequency([r.codes for r in results]),
-        checks=check_pass_rates([r.document for r in results]),
+        checks=check_pass_rates(documents),
         timeline=submission_timeline([s.requested_at for s in submissions], assignment.due_at),
         queue=queue_counts(session, assignment),
         latency=grading_latency(submissions),
