@@ -127,6 +127,7 @@ def openapi_document() -> dict[str, Any]:
             {"200": _json({"type": "object"}, "Export"), **_problems(401, 403, 404, 409)},
             _SLUG, _COURSE)},
         **_webhook_paths(),
+        **_lti_paths(),
     }
     return {
         "openapi": "3.0.3",
@@ -185,6 +186,22 @@ def _webhook_paths() -> dict[str, Any]:
     }
 
 
+def _lti_paths() -> dict[str, Any]:
+    delivery = {"name": "delivery_id", "in": "path", "required": True,
+                "schema": {"type": "integer", "minimum": 1}}
+    return {
+        "/api/v1/lti/assignments/{slug}/passbacks": {"get": _op(
+            "Scores owed to the LMS gradebook (LTI grade passback), newest first, with status",
+            {"200": _json({"type": "object", "properties": {"passbacks": {
+                "type": "array", "items": _ref("ScorePassback")}}}, "Passbacks"),
+             **_problems(401, 403, 404, 409)}, _SLUG, _COURSE)},
+        "/api/v1/lti/assignments/{slug}/passbacks/{delivery_id}/resend": {"post": _op(
+            "Send a score to the LMS again, with a fresh set of attempts",
+            {"202": _json(_ref("ScorePassback"), "Queued"), **_problems(401, 403, 404, 409)},
+            _SLUG, delivery, _COURSE)},
+    }
+
+
 def _schemas() -> dict[str, Any]:
     nullable_str = {"type": "string", "nullable": True}
     return {
@@ -240,6 +257,16 @@ def _schemas() -> dict[str, Any]:
             "last_error": nullable_str, "created_at": nullable_str,
             "last_attempt_at": nullable_str, "next_attempt_at": nullable_str,
             "delivered_at": nullable_str, "payload": {"type": "object"}}},
+        "ScorePassback": {"type": "object", "required": ["id", "status"], "properties": {
+            "id": {"type": "integer"}, "submission_id": {"type": "integer"},
+            "username": {"type": "string"}, "lineitem": {"type": "string"},
+            "status": {"type": "string",
+                       "enum": ["pending", "delivered", "failed", "superseded"]},
+            "attempts": {"type": "integer"},
+            "score_given": {"type": "number", "nullable": True},
+            "score_maximum": {"type": "number", "nullable": True},
+            "last_error": nullable_str, "created_at": nullable_str,
+            "next_attempt_at": nullable_str, "delivered_at": nullable_str}},
         "Submission": {"type": "object", "required": ["id", "status"], "properties": {
             "id": {"type": "integer"}, "assignment": {"type": "string"},
             "course": {"type": "string"},
