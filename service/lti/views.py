@@ -27,7 +27,7 @@ from service.db import session
 from service.errors import Forbidden, NotFound, ServiceError
 from service.lti import deep_linking
 from service.lti.forms import PlatformForm
-from service.lti.keys import jwks
+from service.lti.keys import jwks, published_keys, rotate_key
 from service.lti.launch import (
     DEEP_LINKING_REQUEST,
     STATE_COOKIE,
@@ -149,7 +149,7 @@ def deep_link() -> Response:
 
 @blueprint.get("/jwks")
 def tool_jwks() -> Response:
-    body = jwks(session(), retired_days=int(current_app.config["LTI_RETIRED_KEY_DAYS"]))
+    body = jwks(session(), retired_days=_retired_key_days())
     response = jsonify(body)
     response.headers["Cache-Control"] = "public, max-age=300"
     return response
@@ -227,7 +227,7 @@ def _registrar() -> User:
 @dashboard.route("/platforms", methods=["GET", "POST"])
 @login_page
 def platforms() -> str | BaseResponse:
-    _registrar()
+    user = _registrar()
     form = PlatformForm()
     if form.validate_on_submit():
         try:
@@ -246,7 +246,29 @@ def platforms() -> str | BaseResponse:
             flash(f"Registered {platform.name} ({platform.issuer}).", "info")
             return redirect(url_for("lti_dashboard.platforms"), 303)
     return render_template("lti/platforms.html", form=form, platforms=list_platforms(session()),
-                           urls=tool_urls(tool_base_url()))
+                           urls=tool_urls(tool_base_url()), keys=published_keys(
+                               session(), retired_days=_retired_key_days()),
+                           retired_key_days=_retired_key_days(),
+                           rotate_form=ButtonForm(prefix="rotate")
+                           if user.role is Role.ADMIN else None)
+
+
+@dashboard.post("/keys/rotate")
+@login_page
+def rotate() -> BaseResponse:
+    """A new signing key (administrators only: it signs for every platform)."""
+    if page_user().role is not Role.ADMIN:
+        raise Forbidden("Only administrators may rotate the tool's signing key.")
+    if ButtonForm(prefix="rotate").validate_on_submit():
+        key = rotate_key(session())
+        session().commit()
+        flash(f"New signing key {key.kid}; the previous one stays in the JWKS for "
+              f"{_retired_key_days()} days.", "info")
+    return redirect(url_for("lti_dashboard.platforms"), 303)
+
+
+def _retired_key_days() -> int:
+    return int(current_app.config["LTI_RETIRED_KEY_DAYS"])
 
 
 def _taught(course: str | None, slug: str, user: User) -> CourseAssignment:

@@ -16,7 +16,7 @@ from sqlalchemy import select, update
 from werkzeug.serving import make_server
 
 from service import db
-from service.accounts import issue_token
+from service.accounts import create_user, issue_token
 from service.celery_app import current_announcer
 from service.grading import GradingPolicy, claim, store_result
 from service.lti.keys import rotate_key
@@ -27,6 +27,7 @@ from service.models import (
     CourseAssignment,
     LtiUser,
     PassbackStatus,
+    Role,
     ScorePassback,
     ScorePolicy,
     Submission,
@@ -34,6 +35,7 @@ from service.models import (
     utcnow,
 )
 from tests.lti_platform import INSTRUCTOR, LEARNER, TEACHING_ASSISTANT, LmsPlatform, new_key
+from tests.servicekit import PASSWORD
 
 POLICY = GradingPolicy(lease_seconds=60, max_attempts=3)
 
@@ -401,3 +403,43 @@ def test_a_delivery_is_dispatched_once_and_long_backoffs_wait_for_the_sweep(
     (waiting,) = _deliveries()
     assert waiting.dispatched_at is None and waiting.next_attempt_at > utcnow()
     assert passback.send_due(db.session()) == 0  # not due yet
+
+
+def test_administrators_rotate_the_signing_key_from_the_dashboard(tool: Tool) -> None:
+    for name, role in (("root", Role.ADMIN), ("prof", Role.INSTRUCTOR)):
+        create_user(db.session(), username=name, password=PASSWORD, role=role)
+    db.session().commit()
+    before = requests.get(tool.url + "/lti/jwks", timeout=10).json()["keys"]
+
+    def logged_in(name: str) -> tuple[requests.Session, str]:
+        browser = requests.Session()
+        login = browser.get(tool.url + "/login", timeout=10).text
+        browser.post(tool.url + "/login", timeout=10, data={
+            "username": name, "password": PASSWORD, "csrf_token": _csrf(login)})
+        page = browser.get(tool.url + "/dashboard/lti/platforms", timeout=10)
+        assert page.status_code == 200
+        return browser, page.text
+
+    instructor, page = logged_in("prof")
+    assert "Rotate the signing key" not in page and before[0]["kid"] in page
+    refused = instructor.post(tool.url + "/dashboard/lti/keys/rotate", timeout=10,
+                              data={"rotate-csrf_token": _csrf(page)})
+    assert refused.status_code == 403
+
+    admin, page = logged_in("root")
+    assert "Rotate the signing key" in page
+    forged = admin.post(tool.url + "/dashboard/lti/keys/rotate", timeout=10, data={})
+    assert forged.status_code == 400  # no CSRF token
+    assert requests.get(tool.url + "/lti/jwks", timeout=10).json()["keys"] == before
+    done = admin.post(tool.url + "/dashboard/lti/keys/rotate", timeout=10,
+                      data={"rotate-csrf_token": _csrf(page, prefix="rotate-")})
+    assert done.status_code == 200 and "New signing key" in done.text
+    after = requests.get(tool.url + "/lti/jwks", timeout=10).json()["keys"]
+    assert len(after) == 2 and after[1]["kid"] == before[0]["kid"]
+    assert f'data-kid="{before[0]["kid"]}"' in done.text and "retired" in done.text
+
+
+def _csrf(page: str, prefix: str = "") -> str:
+    found = re.search(rf'name="{prefix}csrf_token" type="hidden" value="([^"]+)"', page)
+    assert found, page
+    return found.group(1)
