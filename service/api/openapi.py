@@ -174,6 +174,15 @@ def _webhook_paths() -> dict[str, Any]:
         "/api/v1/instructor/webhooks/{endpoint_id}/rotate-secret": {"post": _op(
             "A new signing secret (the old one also signs for 24 hours)",
             {"200": created, **_problems(401, 404)}, endpoint)},
+        "/api/v1/instructor/webhooks/{endpoint_id}/test": {"post": _op(
+            "Send a signed webhook.test event now and say what the receiver answered "
+            "(not logged, not retried)",
+            {"200": _json({"type": "object", "properties": {
+                "delivered": {"type": "boolean"},
+                "status_code": {"type": "integer", "nullable": True},
+                "error": {"type": "string", "nullable": True},
+                "webhook_id": {"type": "string"}}}, "The receiver's answer"),
+             **_problems(401, 404)}, endpoint)},
         "/api/v1/instructor/webhooks/{endpoint_id}/deliveries": {"get": _op(
             "The endpoint's delivery log, newest first",
             {"200": _json({"type": "object", "properties": {"deliveries": {

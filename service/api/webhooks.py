@@ -8,7 +8,7 @@ from service.api.views import blueprint
 from service.auth import current_user, login_required
 from service.db import session
 from service.http import int_arg, json_body
-from service.webhooks.delivery import WebhookChannel
+from service.webhooks.delivery import WebhookChannel, WebhookPolicy, send_test_event
 from service.webhooks.egress import EgressPolicy
 from service.webhooks.endpoints import (
     course_endpoints,
@@ -91,3 +91,13 @@ def redeliver_webhook(delivery_id: int) -> tuple[Response, int]:
     delivery = delivery_for(session(), current_user(), delivery_id)
     redeliver(session(), delivery, WebhookChannel.from_config(current_app.config))
     return jsonify(delivery_json(delivery)), 202
+
+
+@blueprint.post("/instructor/webhooks/<int:endpoint_id>/test")
+@login_required
+def test_webhook(endpoint_id: int) -> Response:
+    """Send a signed ``webhook.test`` event now and say what the receiver answered."""
+    endpoint = endpoint_for(session(), current_user(), endpoint_id)
+    outcome = send_test_event(endpoint, WebhookPolicy.from_config(current_app.config))
+    return jsonify(delivered=outcome.delivered, status_code=outcome.status_code,
+                   error=outcome.error, webhook_id=outcome.webhook_id)

@@ -11,7 +11,7 @@ from service.models import Course, WebhookEndpoint
 from service.web.forms import ButtonForm, WebhookForm
 from service.web.pages import page_blueprint
 from service.web.session_auth import login_page, page_user
-from service.webhooks.delivery import WebhookChannel
+from service.webhooks.delivery import WebhookChannel, WebhookPolicy, send_test_event
 from service.webhooks.egress import EgressPolicy
 from service.webhooks.endpoints import (
     course_endpoints,
@@ -69,6 +69,19 @@ def rotate(endpoint_id: int) -> str:
     session().commit()
     return _page(endpoint.course, WebhookForm(prefix="webhook-new", formdata=None),
                  revealed=endpoint)
+
+
+@blueprint.post("/webhooks/<int:endpoint_id>/test")
+@login_page
+def send_test(endpoint_id: int) -> BaseResponse:
+    endpoint = endpoint_for(session(), page_user(), endpoint_id)
+    _button_pressed()
+    outcome = send_test_event(endpoint, WebhookPolicy.from_config(current_app.config))
+    if outcome.delivered:
+        flash(f"Test event sent to webhook {endpoint.id}: HTTP {outcome.status_code}.", "info")
+    else:
+        flash(f"Test event to webhook {endpoint.id} failed: {outcome.error}.", "error")
+    return redirect(url_for("webhooks.index", course=endpoint.course.code), 303)
 
 
 @blueprint.post("/webhooks/<int:endpoint_id>/toggle")

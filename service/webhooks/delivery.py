@@ -221,6 +221,43 @@ def _attempt(delivery: WebhookDelivery, endpoint: WebhookEndpoint | None,
                 policy.timeout_seconds)
 
 
+TEST_EVENT = "webhook.test"
+
+
+@dataclass(frozen=True)
+class ReceiverAnswer:
+    """What the receiver answered to a test event (sent once, now; not logged or retried)."""
+
+    webhook_id: str
+    status_code: int | None
+    error: str | None
+
+    @property
+    def delivered(self) -> bool:
+        return self.error is None
+
+
+def send_test_event(endpoint: WebhookEndpoint, policy: WebhookPolicy) -> ReceiverAnswer:
+    """Post a signed ``webhook.test`` event to the endpoint, as a real event would be sent
+    (same checks, signing and timeout), so an instructor can check a receiver before any
+    submission is graded."""
+    message_id = new_message_id()
+    stamp = utcnow().isoformat().replace("+00:00", "Z")
+    body = json.dumps({"type": TEST_EVENT, "timestamp": stamp, "data": {
+        "endpoint_id": endpoint.id, "course": endpoint.course.code,
+        "events": list(endpoint.events),
+        "message": "A test event from autograde: your receiver is reachable and can verify "
+                   "our signature."}}, separators=(",", ":"))
+    try:
+        target = resolve_target(endpoint.url, policy.egress)
+    except RefusedTarget as refused:
+        return ReceiverAnswer(message_id, None, "refused: " + refused.detail[:150])
+    code, error = post(target, body, signed_headers(endpoint, message_id, body),
+                       policy.timeout_seconds)
+    log.info("webhook %s: test event answered %s", endpoint.id, error or f"HTTP {code}")
+    return ReceiverAnswer(message_id, code, error)
+
+
 def _record(session: Session, delivery: WebhookDelivery, attempt: int, code: int | None,
             error: str | None, policy: WebhookPolicy) -> AttemptOutcome:
     now = utcnow()

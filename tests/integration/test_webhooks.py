@@ -443,8 +443,39 @@ def test_dashboard_page_registers_and_shows_the_log(make_app: Callable[..., Flas
     button = client.post(f"/dashboard/webhook-deliveries/{delivery.id}/redeliver",
                          data={"webhook-csrf_token": _csrf(client, page)})
     assert button.status_code == 303
+    receiver.secret = secret.group(1)
+    tested = client.post(f"/dashboard/webhooks/{endpoint.id}/test", follow_redirects=True,
+                         data={"webhook-csrf_token": _csrf(client, page)})
+    assert "Test event sent to webhook" in tested.get_data(as_text=True)
+    assert receiver.received[-1].payload["type"] == "webhook.test"
 
     student = site.test_client()
     student.post("/login", data={"username": "student", "password": PASSWORD,
                                  "csrf_token": _csrf(student, "/login")})
     assert student.get(page).status_code == 404
+
+
+def test_a_test_event_reaches_the_receiver_signed_and_says_what_it_answered(
+        hooked: Flask, receiver: Receiver, people: dict[str, dict[str, str]]) -> None:
+    client = hooked.test_client()
+    body = client.post(HOOKS, json={"url": receiver.url}, headers=people["teacher"]).json
+    receiver.secret = body["secret"]
+    path = f"/api/v1/instructor/webhooks/{body['id']}/test"
+    assert client.post(path, headers=people["student"]).status_code == 404
+    answer = client.post(path, headers=people["teacher"])
+    assert answer.status_code == 200
+    assert answer.json | {"webhook_id": None} == {"delivered": True, "status_code": 200,
+                                                  "error": None, "webhook_id": None}
+    (received,) = receiver.received
+    assert received.error is None and received.webhook_id == answer.json["webhook_id"]
+    assert received.payload["type"] == "webhook.test"
+    assert received.payload["data"]["course"] == "ml101"
+
+    receiver.answers = [500]
+    failed = client.post(path, headers=people["teacher"]).json
+    assert (failed["delivered"], failed["status_code"], failed["error"]) == (
+        False, 500, "HTTP 500")
+    # Nothing is logged or retried for a test event.
+    log = client.get(f"/api/v1/instructor/webhooks/{body['id']}/deliveries",
+                     headers=people["teacher"]).json
+    assert log == {"deliveries": []} and len(receiver.received) == 2
