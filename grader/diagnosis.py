@@ -129,6 +129,15 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
             cache[key] = data.variant(hypothesis, call_id, False)
         return cache[key]
 
+    reproduced: dict[tuple[Hypothesis, str], bool] = {}
+
+    def reproduces(hypothesis: Hypothesis, call_id: str) -> bool:
+        # The global pass, the group passes and the pair pruning ask the same questions again.
+        key = (hypothesis, call_id)
+        if key not in reproduced:
+            reproduced[key] = _reproduces(data, outcome, hypothesis, call_id)
+        return reproduced[key]
+
     affected: dict[tuple[str, str], bool] = {}
 
     def affects(mistake_id: str, call_id: str) -> bool:
@@ -143,7 +152,7 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
             return False
         if len(hypothesis) > 1 and not plausible(hypothesis, call_ids):
             return False
-        return all(_reproduces(data, outcome, hypothesis, call_id) for call_id in call_ids)
+        return all(reproduces(hypothesis, call_id) for call_id in call_ids)
 
     def evidence(call_id: str) -> bool:
         """A departure from the reference a mistake can be named by: the student returned
@@ -174,13 +183,13 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
                 return False
             if len(movers) == 1:
                 single = frozenset(movers)
-                if not _raised_or_nan(outcome(single, call_id)) and not _reproduces(
-                        data, outcome, single, call_id):
+                if not _raised_or_nan(outcome(single, call_id)) and not reproduces(
+                        single, call_id):
                     return False
         return True
 
     def _matches_reference(call_id: str) -> bool:
-        return _reproduces(data, outcome, frozenset(), call_id)
+        return reproduces(frozenset(), call_id)
 
     hypotheses = list(_hypotheses(searched))
     # Calls where the student differs from the reference go first: most hypotheses fail there.
