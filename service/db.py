@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
 from flask import current_app
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import CursorResult, Engine, Executable, create_engine, event
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 from sqlalchemy.pool import NullPool
 
@@ -79,3 +79,9 @@ def upgrade(url: str, revision: str = "head") -> None:
 
 def downgrade(url: str, revision: str) -> None:
     command.downgrade(alembic_config(url), revision)
+
+
+def rows_changed(session: Session, statement: Executable) -> int:
+    """Rows an UPDATE or DELETE changed: a compare-and-set succeeded when it is 1."""
+    result = session.execute(statement.execution_options(synchronize_session=False))
+    return int(cast(CursorResult[Any], result).rowcount)

@@ -13,11 +13,12 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
-from sqlalchemy import ColumnElement, CursorResult, or_, select, update
+from sqlalchemy import ColumnElement, or_, select, update
 from sqlalchemy.orm import Session
 
+from service.db import rows_changed
 from service.models import Submission
 from service.models.base import DispatchedMixin
 
@@ -86,11 +87,10 @@ def dispatch_due(session: Session, model: type[DispatchedMixin], due: ColumnElem
     sent = 0
     for row_id, dispatched in rows:
         same = column.is_(None) if dispatched is None else column == dispatched
-        claimed = session.execute(update(model).where(model.id == row_id, same)
-                                  .values(dispatched_at=now)
-                                  .execution_options(synchronize_session=False))
+        claimed = rows_changed(session, update(model).where(model.id == row_id, same)
+                               .values(dispatched_at=now))
         session.commit()
-        if cast(CursorResult[Any], claimed).rowcount == 1:
+        if claimed == 1:
             send(row_id)
             sent += 1
     return sent

@@ -15,14 +15,15 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import CursorResult, Executable, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from assignments import Assignment, load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable
+from service.db import rows_changed
 from service.events import SILENT, Announcer, Event
 from service.models import LatePolicy, Result, Submission, SubmissionStatus, utcnow
 
@@ -71,7 +72,7 @@ def claim(session: Session, submission_id: int, policy: GradingPolicy,
         return None
     token = secrets.token_hex(16)
     now = utcnow()
-    taken = _changed(session, update(Submission)
+    taken = rows_changed(session, update(Submission)
         .where(Submission.id == submission_id, Submission.status == submission.status,
                _same_token(submission.attempt_token))
         .values(status=SubmissionStatus.RUNNING, attempt_token=token,
@@ -79,12 +80,6 @@ def claim(session: Session, submission_id: int, policy: GradingPolicy,
                 lease_expires_at=now + timedelta(seconds=policy.lease_seconds)))
     session.commit()
     return Claim(submission_id, token, submission.round) if taken == 1 else None
-
-
-def _changed(session: Session, statement: Executable) -> int:
-    """Rows an UPDATE changed (the compare-and-set succeeded when it is 1)."""
-    result = session.execute(statement.execution_options(synchronize_session=False))
-    return int(cast(CursorResult[Any], result).rowcount)
 
 
 def _same_token(token: str | None) -> Any:
@@ -118,7 +113,7 @@ def store_result(session: Session, claim_: Claim, document: dict[str, Any],
     submission = session.get(Submission, claim_.submission_id, populate_existing=True)
     assert submission is not None
     now = utcnow()
-    done = _changed(session, update(Submission)
+    done = rows_changed(session, update(Submission)
         .where(Submission.id == claim_.submission_id, Submission.attempt_token == claim_.token,
                Submission.status == SubmissionStatus.RUNNING)
         .values(status=SubmissionStatus.GRADED, graded_at=now, lease_expires_at=None,
@@ -161,7 +156,7 @@ def release(session: Session, claim_: Claim) -> None:
 
 
 def give_up(session: Session, submission: Submission, announcer: Announcer = SILENT) -> None:
-    failed = _changed(session,
+    failed = rows_changed(session,
         update(Submission)
         .where(Submission.id == submission.id, Submission.status == submission.status,
                _same_token(submission.attempt_token))
@@ -257,7 +252,7 @@ def reap(session: Session, *, policy: GradingPolicy, queued_stale_seconds: int,
             give_up(session, submission, announcer)
             counts["failed"] += 1
             continue
-        reset = _changed(session, update(Submission)
+        reset = rows_changed(session, update(Submission)
             .where(Submission.id == submission.id,
                    Submission.attempt_token == submission.attempt_token)
             .values(status=SubmissionStatus.QUEUED, attempt_token=None, claimed_by=None,

@@ -12,13 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from threading import Lock
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlencode
 
 import jwt
-from sqlalchemy import CursorResult, delete, select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from service.db import rows_changed
 from service.errors import ServiceError
 from service.models import LtiDeployment, LtiLoginState, LtiPlatform, utcnow
 
@@ -201,10 +202,9 @@ def validate_launch(session: Session, *, id_token: str, state: str, cookie_state
 def _spend_state(session: Session, state: str) -> LtiLoginState:
     """Take the login's row, deleting it: a second launch with the same state or nonce fails."""
     login = session.scalar(select(LtiLoginState).where(LtiLoginState.state == state))
-    spent = session.execute(delete(LtiLoginState).where(LtiLoginState.state == state)
-                            .execution_options(synchronize_session=False))
+    spent = rows_changed(session, delete(LtiLoginState).where(LtiLoginState.state == state))
     session.commit()
-    if login is None or cast(CursorResult[Any], spent).rowcount != 1:
+    if login is None or spent != 1:
         raise LaunchRefused("This launch was already used, or its login is unknown; launch "
                             "again from the LMS.", status=401)
     if login.expires_at < utcnow():

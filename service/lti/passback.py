@@ -14,14 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from threading import Lock
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import requests
 from flask import current_app
-from sqlalchemy import CursorResult, Executable, and_, select, update
+from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 
+from service.db import rows_changed
 from service.events import Event, dispatch_due
 from service.lti.keys import sign
 from service.lti.provision import SCORE_SCOPE
@@ -211,7 +212,7 @@ def publish(session: Session, delivery_id: int, *, settings: PassbackSettings,
     """One attempt at one delivery; only the copy holding the claim sends."""
     now = utcnow()
     lease = secrets.token_hex(16)
-    claimed = _changed(session, update(ScorePassback).where(
+    claimed = rows_changed(session, update(ScorePassback).where(
         ScorePassback.id == delivery_id, ScorePassback.status == PassbackStatus.PENDING,
         # A little slack: the task's countdown and the row's time may disagree by a moment.
         ScorePassback.next_attempt_at <= now + timedelta(seconds=2),
@@ -301,15 +302,10 @@ def _finish(session: Session, delivery: ScorePassback, lease: str, status: Passb
         values["next_attempt_at"] = next_attempt_at
     if attempts is not None:
         values["attempts"] = attempts
-    _changed(session, update(ScorePassback).where(ScorePassback.id == delivery.id,
+    rows_changed(session, update(ScorePassback).where(ScorePassback.id == delivery.id,
                                                   ScorePassback.lease_token == lease)
              .values(**values))
     session.commit()
-
-
-def _changed(session: Session, statement: Executable) -> int:
-    result = session.execute(statement.execution_options(synchronize_session=False))
-    return int(cast(CursorResult[Any], result).rowcount)
 
 
 def send_again(session: Session, delivery: ScorePassback) -> None:

@@ -15,15 +15,16 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import requests
 from flask import current_app
 from requests.adapters import HTTPAdapter
-from sqlalchemy import CursorResult, Executable, and_, select, update
+from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 from standardwebhooks import Webhook
 
+from service.db import rows_changed
 from service.events import Event, dispatch_due
 from service.models import (
     DeliveryStatus,
@@ -182,11 +183,6 @@ def post(target: Target, body: str, headers: dict[str, str],
     return response.status_code, f"HTTP {response.status_code}"
 
 
-def _changed(session: Session, statement: Executable) -> int:
-    result = session.execute(statement.execution_options(synchronize_session=False))
-    return int(cast(CursorResult[Any], result).rowcount)
-
-
 def deliver(session: Session, delivery_id: int, policy: WebhookPolicy) -> AttemptOutcome:
     """One attempt at a delivery, if it is due and still pending; records what happened."""
     delivery = session.get(WebhookDelivery, delivery_id, populate_existing=True)
@@ -196,7 +192,7 @@ def deliver(session: Session, delivery_id: int, policy: WebhookPolicy) -> Attemp
     if delivery.next_attempt_at is not None and delivery.next_attempt_at > now + EARLY_SLACK:
         return AttemptOutcome("skipped")
     attempt = delivery.attempts + 1
-    taken = _changed(session, update(WebhookDelivery).where(
+    taken = rows_changed(session, update(WebhookDelivery).where(
         WebhookDelivery.id == delivery_id, WebhookDelivery.status == DeliveryStatus.PENDING,
         WebhookDelivery.attempts == delivery.attempts).values(
         attempts=attempt, last_attempt_at=now, next_attempt_at=now + policy.attempt_lease))
@@ -278,7 +274,7 @@ def _record(session: Session, delivery: WebhookDelivery, attempt: int, code: int
         else:
             values["dispatched_at"] = None
         outcome = "retrying"
-    kept = _changed(session, update(WebhookDelivery).where(
+    kept = rows_changed(session, update(WebhookDelivery).where(
         WebhookDelivery.id == delivery.id, WebhookDelivery.attempts == attempt,
         WebhookDelivery.status == DeliveryStatus.PENDING).values(**values))
     session.commit()
