@@ -1,43 +1,16 @@
-"""The data an assignment package provides to the grader."""
+"""The data an assignment package provides to the grader: the spec with its hidden parts."""
 
 from __future__ import annotations
 
-import enum
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import save
 
-from sandbox import Limits
-
-
-class Visibility(enum.Enum):
-    """When a check's result is shown to the student (Gradescope's names)."""
-
-    VISIBLE = "visible"
-    HIDDEN = "hidden"
-    AFTER_DUE_DATE = "after_due_date"
-    AFTER_PUBLISHED = "after_published"
-
-
-@dataclass(frozen=True)
-class CheckSpec:
-    """One graded check, as declared in ``assignment.toml``."""
-
-    number: str
-    """Stable number shown to students, e.g. ``"1.2"``."""
-    name: str
-    """What the check asserts, in the student's words."""
-    kind: str
-    """The check kind (see ``grader.checks``): how outcomes are judged."""
-    calls: tuple[str, ...]
-    """Ids of the probe calls the check looks at."""
-    points: float
-    visibility: Visibility = Visibility.VISIBLE
+from assignments.spec import AssignmentSpec, CheckSpec, Visibility
 
 
 @dataclass(frozen=True)
@@ -115,29 +88,14 @@ Namespace = Mapping[str, Any]
 
 
 @dataclass(frozen=True)
-class Assignment:
-    """A loaded assignment package."""
+class Assignment(AssignmentSpec):
+    """A loaded assignment package: its spec, known mistakes, probe plan and reference."""
 
-    slug: str
-    title: str
-    root: Path
-    entry: str
-    """The file the student submits."""
-    required_names: tuple[str, ...]
-    forbidden_apis: tuple[str, ...]
-    limits: Limits
-    checks: tuple[CheckSpec, ...]
     mistakes: tuple[KnownMistake, ...]
-    version: str
-    """Content hash of the package: a changed spec, reference or plan is a new version."""
     build_plan: Callable[[int], ProbePlan]
     """Draws the probe plan for a seed."""
     reference: Callable[[frozenset[str]], Namespace]
     """The reference's namespace with the given known mistakes switched on (empty: correct)."""
-
-    @property
-    def max_score(self) -> float:
-        return sum(check.points for check in self.checks)
 
     def mistake(self, mistake_id: str) -> KnownMistake:
         for mistake in self.mistakes:
@@ -145,11 +103,6 @@ class Assignment:
                 return mistake
         raise KeyError(mistake_id)
 
-    @property
-    def public_files(self) -> dict[str, Path]:
-        """Files a student may download: the statement, starter code and public tests."""
-        files = {"README.md": self.root / "README.md"}
-        for folder in ("starter", "public_tests"):
-            for path in sorted((self.root / folder).glob("*.py")):
-                files[f"{folder}/{path.name}"] = path
-        return files
+
+__all__ = ["Assignment", "CheckSpec", "KnownMistake", "Namespace", "ProbeCall", "ProbePlan",
+           "Visibility"]

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from assignments import CheckSpec, ProbePlan
-from grader.checks import CheckVerdict
-from grader.diagnosis import Finding
+if TYPE_CHECKING:  # types only: the catalogue is read by the web process, which has no torch
+    from assignments import CheckSpec, ProbePlan
+    from grader.checks import CheckVerdict
+    from grader.diagnosis import Finding
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sandbox import probe_runner
-
-RUNNER_PATH = os.path.abspath(probe_runner.__file__)
+# The runner's file, by path: importing it here would load torch into every process that only
+# wants these types (the runner imports torch at the top, for the sandboxed process).
+RUNNER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe_runner.py")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,7 @@
-"""The application factory: everything is built here, from defaults plus environment."""
+"""The application factory: everything is built here, from defaults plus environment.
+
+This is the web process (and the base of the worker's): it sends tasks by name and never loads
+the grading pipeline or torch; the worker's own objects are wired in ``service.tasks``."""
 
 from __future__ import annotations
 
@@ -15,11 +18,8 @@ from service.celery_app import celery_init_app
 from service.config import load_config
 from service.db import Database, session
 from service.errors import register_error_handlers
-from service.events import Announcer, Channel
 from service.lti import init_lti
-from service.lti.passback import GradePassback
 from service.web import init_web
-from service.webhooks.delivery import WebhookChannel
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -38,12 +38,6 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     db = Database(app.config["DATABASE_URL"])
     app.extensions["autograde.db"] = db
     app.teardown_appcontext(lambda _exc: db.sessions.remove())
-
-    # Where a finished submission is announced (SPEC: store -> notify); built here, explicitly.
-    channels: list[Channel] = []
-    channels.append(WebhookChannel.from_config(app.config))
-    channels.append(GradePassback())
-    app.extensions["autograde.announcer"] = Announcer(tuple(channels))
 
     register_error_handlers(app)
     app.register_blueprint(auth.blueprint)

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from assignments import load_assignment
+from assignments.spec import load_spec
 from service.courses import course_role
 from service.errors import NotFound
 from service.models import CourseAssignment, CourseRole, User, utcnow
@@ -17,7 +17,7 @@ from service.visibility import released
 
 def public_files(assignment: CourseAssignment) -> dict[str, Path]:
     """The package's public files that exist (never anything under ``hidden/``)."""
-    package = load_assignment(assignment.slug)
+    package = load_spec(assignment.slug)
     return {name: path for name, path in package.public_files.items() if path.is_file()}
 
 

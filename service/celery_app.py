@@ -1,25 +1,20 @@
-"""Celery bound to the Flask app: one ``celery_init_app``, tasks run inside the app context."""
+"""Celery bound to the Flask app: one ``celery_init_app``, tasks run inside the app context.
+
+The web process needs Celery only to send tasks by name (``service.queue``); the worker adds the
+tasks themselves by importing ``service.tasks`` (``service.worker`` does), so nothing here loads
+the grading pipeline.
+"""
 
 from __future__ import annotations
 
-import logging
-import sys
 from typing import Any
 
 from celery import Celery, Task
 from celery.signals import worker_process_init, worker_process_shutdown
-from flask import Flask, current_app
+from flask import Flask
 
 from service.config import celery_settings
-from service.db import database, session
-from service.events import Announcer
-from service.grading import Grader, GradingPolicy
-
-log = logging.getLogger(__name__)
-
-GRADE_TASK = "autograde.grade_submission"
-REAP_TASK = "autograde.reap_stuck_submissions"
-SEND_DUE_TASK = "autograde.send_due_deliveries"
+from service.db import database
 
 
 def celery_init_app(app: Flask) -> Celery:
@@ -36,8 +31,6 @@ def celery_init_app(app: Flask) -> Celery:
     celery.set_default()
     app.extensions["celery"] = celery
 
-    import service.tasks  # noqa: F401 - registers the shared tasks with this app
-
     def after_fork(**_: Any) -> None:
         app.extensions["autograde.db"].dispose_after_fork()
 
@@ -49,49 +42,3 @@ def celery_init_app(app: Flask) -> Celery:
     worker_process_init.connect(after_fork, weak=False)
     worker_process_shutdown.connect(at_exit, weak=False)
     return celery
-
-
-def enqueue(submission_id: int) -> None:
-    """Send the grading task; call only after the submission is committed. A failure to publish
-    loses nothing: the submission stays ``queued`` and the reaper sends it again."""
-    celery: Celery = current_app.extensions["celery"]
-    try:
-        celery.send_task(GRADE_TASK, args=[submission_id], queue=current_app.config["QUEUE"],
-                         retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2,
-                                                   "interval_step": 0.5, "interval_max": 1.0})
-    except Exception as exc:
-        log.warning("could not enqueue submission %s (%s); the reaper will", submission_id,
-                    type(exc).__name__)
-
-
-def current_grader() -> Grader:
-    """This worker process's grader, built on first use (its sandbox backend with it)."""
-    grader: Grader | None = current_app.extensions.get("autograde.grader")
-    if grader is None:
-        grader = Grader(pipeline=_pipeline_factory(current_app.config["SANDBOX_BACKEND"]),
-                        policy=GradingPolicy.from_config(current_app.config),
-                        announcer=current_announcer())
-        current_app.extensions["autograde.grader"] = grader
-    return grader
-
-
-def current_announcer() -> Announcer:
-    """The channels finished submissions are announced on (built by ``create_app``)."""
-    announcer: Announcer = current_app.extensions["autograde.announcer"]
-    return announcer
-
-
-def _pipeline_factory(name: str) -> Any:
-    def build() -> Any:
-        from grader.pipeline import GradingPipeline
-        from sandbox import create_backend
-        from sandbox.selection import choose_backend
-
-        backend = choose_backend(warn=sys.stderr) if name == "auto" else name
-        return GradingPipeline(backend=create_backend(backend))
-
-    return build
-
-
-__all__ = ["GRADE_TASK", "REAP_TASK", "SEND_DUE_TASK", "celery_init_app", "current_announcer",
-           "current_grader", "enqueue", "session"]

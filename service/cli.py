@@ -7,12 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from assignments import AssignmentError, list_assignments, load_assignment
-from grader.authoring import coverage_report
-from grader.pipeline import GradingPipeline
-from grader.report import render_report
-from sandbox import SandboxUnavailable, create_backend
-from sandbox.selection import choose_backend
+# Only the commands that load hidden parts or grade import the grader (and torch with it), in
+# their handlers: ``--help`` and the service's commands start in a fraction of a second.
+from assignments.spec import AssignmentError, list_assignments
 from service.cli_service import add_service_commands
 
 
@@ -53,6 +50,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _grade(args: argparse.Namespace) -> int:
+    from assignments.loader import load_assignment
+    from grader.pipeline import GradingPipeline
+    from grader.report import render_report
+    from sandbox import SandboxUnavailable, create_backend
+    from sandbox.selection import choose_backend
+
     assignment = load_assignment(args.assignment)
     files: dict[str, bytes] = {}
     for path in args.files:
@@ -84,6 +87,8 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from assignments.loader import load_assignment
+
     for slug in list_assignments():
         assignment = load_assignment(slug)
         print(f"{slug:<24} {assignment.title}  ({len(assignment.checks)} checks, "
@@ -92,6 +97,9 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    from assignments.loader import load_assignment
+    from grader.authoring import coverage_report
+
     report = coverage_report(load_assignment(args.slug), seed=args.seed)
     print(report.render())
     return 0 if report.sound else 1

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from service.queue import REAP_TASK, SEND_DUE_TASK
+
 ENV_PREFIX = "AUTOGRADE"
 
 DEFAULTS: dict[str, Any] = {
@@ -118,12 +120,12 @@ def celery_settings(config: Mapping[str, Any]) -> dict[str, Any]:
         "worker_hijack_root_logger": False,
         "beat_schedule": {
             "reap-stuck-submissions": {
-                "task": "autograde.reap_stuck_submissions",
+                "task": REAP_TASK,
                 "schedule": float(config["REAPER_INTERVAL_SECONDS"]),
                 "options": {"queue": config["QUEUE"]},
             },
             "send-due-deliveries": {
-                "task": "autograde.send_due_deliveries",
+                "task": SEND_DUE_TASK,
                 "schedule": float(config["DELIVERY_SWEEP_SECONDS"]),
                 "options": {"queue": config["QUEUE"]},
             },

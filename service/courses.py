@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from assignments import Assignment, list_assignments, load_assignment
+from assignments.spec import AssignmentSpec, list_assignments, load_spec
 from service.errors import Conflict, Forbidden, NotFound
 from service.models import (
     AssignmentVersion,
@@ -62,7 +62,7 @@ def sync_assignments(session: Session, course: Course,
     """Bring the course's assignments up to the packages on disk (a changed hash: new version)."""
     reports = []
     for slug in slugs or list_assignments():
-        package = load_assignment(slug)
+        package = load_spec(slug)
         record = session.scalar(select(CourseAssignment).where(
             CourseAssignment.course_id == course.id, CourseAssignment.slug == slug))
         if record is None:
@@ -84,7 +84,7 @@ def sync_assignments(session: Session, course: Course,
     return reports
 
 
-def _version(package: Assignment) -> AssignmentVersion:
+def _version(package: AssignmentSpec) -> AssignmentVersion:
     checks = [{"number": c.number, "name": c.name, "points": c.points,
                "visibility": c.visibility.value} for c in package.checks]
     return AssignmentVersion(version=package.version, max_score=package.max_score,

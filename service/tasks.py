@@ -1,23 +1,58 @@
-"""The Celery tasks: thin, named, taking ids. Grading itself lives in ``service.grading``."""
+"""The worker: its Celery tasks (thin, named, taking ids) and the objects they run on.
+
+This is the one place the worker is wired, and only the worker imports it (``service.worker``):
+the web side sends these tasks by name through ``service.queue``. The grader (pipeline, sandbox
+backend, policy) and the announcer (the channels finished submissions are delivered on) are
+built here, once per worker process on first use, from the app's config. Grading itself lives
+in ``service.grading``.
+"""
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable
 
 from celery import Task, shared_task
 from flask import current_app
 
-from service.celery_app import (
-    GRADE_TASK,
-    REAP_TASK,
-    SEND_DUE_TASK,
-    current_announcer,
-    current_grader,
-    enqueue,
-)
+from grader.pipeline import GradingPipeline
+from sandbox import create_backend
+from sandbox.selection import choose_backend
 from service.db import session
-from service.grading import GradingPolicy, reap
-from service.lti.passback import PUBLISH_TASK, PassbackSettings, publish
+from service.events import Announcer
+from service.grading import Grader, GradingPolicy, reap
+from service.lti.passback import GradePassback, PassbackSettings, publish
 from service.lti.views import runtime as lti_runtime
-from service.webhooks.delivery import DELIVER_TASK, WebhookPolicy, deliver
+from service.queue import DELIVER_TASK, GRADE_TASK, PUBLISH_TASK, REAP_TASK, SEND_DUE_TASK, enqueue
+from service.webhooks.delivery import WebhookChannel, WebhookPolicy, deliver
+
+
+def current_announcer() -> Announcer:
+    """The channels finished submissions are announced on: webhooks, then LMS scores."""
+    announcer: Announcer | None = current_app.extensions.get("autograde.announcer")
+    if announcer is None:
+        announcer = Announcer((WebhookChannel.from_config(current_app.config), GradePassback()))
+        current_app.extensions["autograde.announcer"] = announcer
+    return announcer
+
+
+def current_grader() -> Grader:
+    """This worker process's grader, built on first use (its sandbox backend with it)."""
+    grader: Grader | None = current_app.extensions.get("autograde.grader")
+    if grader is None:
+        grader = Grader(pipeline=_pipeline_factory(current_app.config["SANDBOX_BACKEND"]),
+                        policy=GradingPolicy.from_config(current_app.config),
+                        announcer=current_announcer())
+        current_app.extensions["autograde.grader"] = grader
+    return grader
+
+
+def _pipeline_factory(name: str) -> Callable[[], GradingPipeline]:
+    def build() -> GradingPipeline:
+        backend = choose_backend(warn=sys.stderr) if name == "auto" else name
+        return GradingPipeline(backend=create_backend(backend))
+
+    return build
 
 
 @shared_task(name=GRADE_TASK, bind=True, acks_late=True,  # type: ignore[untyped-decorator]

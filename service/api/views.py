@@ -7,7 +7,6 @@ from flask import Blueprint, Response, current_app, jsonify, request, url_for
 from service.api.openapi import openapi_document
 from service.auth import current_user, login_required
 from service.catalogue import assignment_detail, public_file
-from service.celery_app import enqueue
 from service.courses import find_assignment, require_instructor, visible_assignments
 from service.db import session
 from service.errors import UnsupportedMedia
@@ -20,6 +19,7 @@ from service.instructor import (
     update_settings,
 )
 from service.models import CourseAssignment
+from service.queue import enqueue
 from service.serialise import assignment_json
 from service.submissions import (
     my_submissions,

@@ -22,6 +22,7 @@ from flask import current_app
 from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 
+from service import queue
 from service.db import rows_changed
 from service.events import Event, dispatch_due
 from service.lti.keys import sign
@@ -43,7 +44,6 @@ from service.visibility import released
 
 log = logging.getLogger(__name__)
 
-PUBLISH_TASK = "autograde.publish_score"
 SCORE_MEDIA_TYPE = "application/vnd.ims.lis.v1.score+json"
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 LEASE_SECONDS = 120
@@ -112,12 +112,10 @@ class GradePassback:
                    | (ScorePassback.lease_expires_at < now))
         if submission_id is not None:
             due = and_(due, ScorePassback.submission_id == submission_id)
-        celery = current_app.extensions["celery"]
-        queue = current_app.config["QUEUE"]
         return dispatch_due(
             session, ScorePassback, due, now=now,
             redispatch_seconds=float(current_app.config["DELIVERY_REDISPATCH_SECONDS"]),
-            send=lambda row_id: celery.send_task(PUBLISH_TASK, args=[row_id], queue=queue))
+            send=lambda row_id: queue.send(queue.PUBLISH_TASK, row_id))
 
 
 class AccessTokens:

@@ -22,7 +22,6 @@ from sqlalchemy import select
 from werkzeug.wrappers import Response as BaseResponse
 
 from service.accounts import create_user, issue_token, revoke_token
-from service.celery_app import enqueue
 from service.courses import course_by_code, enrol, find_assignment, require_instructor
 from service.dashboard import (
     SubmissionFilter,
@@ -44,6 +43,7 @@ from service.instructor import (
     regrade,
 )
 from service.models import Course, CourseAssignment, CourseRole, Role, User
+from service.queue import enqueue
 from service.submissions import readable_submission
 from service.web.forms import ButtonForm, EnrolForm, NewUserForm, TokenForm
 from service.web.pages import page_blueprint

@@ -19,15 +19,15 @@ from flask import (
 from werkzeug.datastructures import FileStorage
 from werkzeug.wrappers import Response as BaseResponse
 
-from assignments import load_assignment
+from assignments.spec import load_spec
 from service.accounts import authenticate
 from service.catalogue import assignment_detail, public_file
-from service.celery_app import enqueue
 from service.courses import find_assignment, visible_assignments
 from service.dashboard import best_scores, pointed_lines, taught_courses
 from service.db import session
 from service.errors import ServiceError, Unauthorized
 from service.models import CourseAssignment, Submission, SubmissionStatus, User
+from service.queue import enqueue
 from service.submissions import (
     my_submissions,
     rate_limit_for,
@@ -117,7 +117,7 @@ def assignment(course: str, slug: str) -> str:
                for s in my_submissions(session(), user, target, 100, 0)]
     return render_template("student/assignment.html", assignment=target, detail=detail,
                            statement=markdown(detail["statement"]), history=history,
-                           form=SubmitForm(), entry=load_assignment(target.slug).entry,
+                           form=SubmitForm(), entry=load_spec(target.slug).entry,
                            chart={"points": [{"id": h["id"], "at": h["requested_at"],
                                               "score": h["score"], "max": h["max_score"]}
                                              for h in reversed(history)
@@ -143,7 +143,7 @@ def create_submission(course: str, slug: str) -> BaseResponse:
             flash(f"{getattr(form, field).label.text}: {'; '.join(errors)}", "error")
         return back
     try:
-        files = read_upload(_uploaded_parts(form, load_assignment(target.slug).entry),
+        files = read_upload(_uploaded_parts(form, load_spec(target.slug).entry),
                             UploadLimits.from_config(current_app.config))
         created = submit(session(), user=page_user(), assignment=target, files=files,
                          limit=rate_limit_for(target, current_app.config))
@@ -195,7 +195,7 @@ def submission_result(submission_id: int) -> str:
 def result_context(found: Submission, viewer: User) -> dict[str, Any]:
     body = submission_json(session(), found, viewer)
     names = [f.name for f in found.files]
-    notes = pointed_lines(body["results"], names, load_assignment(found.assignment.slug).entry)
+    notes = pointed_lines(body["results"], names, load_spec(found.assignment.slug).entry)
     return {"submission": found, "body": body, "results": body["results"],
             "files": [code_file(f.name, f.content, notes.get(f.name, {})) for f in found.files],
             "finished": body["status"] in FINISHED}

@@ -18,12 +18,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import requests
-from flask import current_app
 from requests.adapters import HTTPAdapter
 from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 from standardwebhooks import Webhook
 
+from service import queue
 from service.db import rows_changed
 from service.events import Event, dispatch_due
 from service.models import (
@@ -38,7 +38,6 @@ from service.webhooks.egress import EgressPolicy, RefusedTarget, Target, resolve
 
 log = logging.getLogger(__name__)
 
-DELIVER_TASK = "autograde.deliver_webhook"
 USER_AGENT = "autograde-webhooks/1"
 SECRET_BYTES = 32
 ROTATION_GRACE = timedelta(hours=24)
@@ -287,9 +286,7 @@ def _record(session: Session, delivery: WebhookDelivery, attempt: int, code: int
 
 
 def celery_dispatch(delivery_id: int, countdown: float | None) -> None:
-    celery = current_app.extensions["celery"]
-    celery.send_task(DELIVER_TASK, args=[delivery_id], queue=current_app.config["QUEUE"],
-                     countdown=countdown)
+    queue.send(queue.DELIVER_TASK, delivery_id, countdown=countdown)
 
 
 class WebhookChannel:

@@ -17,7 +17,6 @@ from werkzeug.serving import make_server
 
 from service import db
 from service.accounts import create_user, issue_token
-from service.celery_app import current_announcer
 from service.grading import GradingPolicy, claim, store_result
 from service.lti.keys import rotate_key
 from service.lti.passback import GradePassback, PassbackSettings, publish, scores_url
@@ -34,6 +33,7 @@ from service.models import (
     User,
     utcnow,
 )
+from service.tasks import current_announcer
 from tests.lti_platform import INSTRUCTOR, LEARNER, TEACHING_ASSISTANT, LmsPlatform, new_key
 from tests.servicekit import PASSWORD
 

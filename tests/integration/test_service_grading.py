@@ -16,11 +16,11 @@ from grader.pipeline import GradingPipeline
 from sandbox import create_backend
 from service import db
 from service.accounts import create_user
-from service.celery_app import current_grader
 from service.grading import GradingPolicy, claim, reap, store_result
 from service.instructor import gradescope_results, regrade, scores_csv
 from service.models import CourseAssignment, Result, Submission, SubmissionStatus, User, utcnow
 from service.submissions import RateLimit, submission_json, submit
+from service.tasks import current_grader
 from service.visibility import student_view
 from tests.servicekit import Factory, corpus
 

@@ -1,0 +1,138 @@
+"""An assignment's declarative spec (``assignment.toml``), read without its hidden parts.
+
+This is what the web and the command line need of an assignment: title, entry file, checks,
+limits, the files a student may download and the package's version. It loads without torch;
+``assignments.loader`` adds the reference, its known mistakes and the probe plan for the
+grader.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sandbox.base import Limits
+
+ASSIGNMENTS_ROOT = Path(__file__).resolve().parent
+SPEC_FILE = "assignment.toml"
+
+
+class AssignmentError(Exception):
+    """An assignment that does not exist or whose package is malformed."""
+
+
+class Visibility(enum.Enum):
+    """When a check's result is shown to the student (Gradescope's names)."""
+
+    VISIBLE = "visible"
+    HIDDEN = "hidden"
+    AFTER_DUE_DATE = "after_due_date"
+    AFTER_PUBLISHED = "after_published"
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """One graded check, as declared in ``assignment.toml``."""
+
+    number: str
+    """Stable number shown to students, e.g. ``"1.2"``."""
+    name: str
+    """What the check asserts, in the student's words."""
+    kind: str
+    """The check kind (see ``grader.checks``): how outcomes are judged."""
+    calls: tuple[str, ...]
+    """Ids of the probe calls the check looks at."""
+    points: float
+    visibility: Visibility = Visibility.VISIBLE
+
+
+@dataclass(frozen=True)
+class AssignmentSpec:
+    """An assignment package as declared on disk, its hidden parts left unloaded."""
+
+    slug: str
+    title: str
+    root: Path
+    entry: str
+    """The file the student submits."""
+    required_names: tuple[str, ...]
+    forbidden_apis: tuple[str, ...]
+    limits: Limits
+    checks: tuple[CheckSpec, ...]
+    version: str
+    """Content hash of the package: a changed spec, reference or plan is a new version."""
+
+    @property
+    def max_score(self) -> float:
+        return sum(check.points for check in self.checks)
+
+    @property
+    def public_files(self) -> dict[str, Path]:
+        """Files a student may download: the statement, starter code and public tests."""
+        files = {"README.md": self.root / "README.md"}
+        for folder in ("starter", "public_tests"):
+            for path in sorted((self.root / folder).glob("*.py")):
+                files[f"{folder}/{path.name}"] = path
+        return files
+
+
+def list_assignments(root: Path = ASSIGNMENTS_ROOT) -> list[str]:
+    """Slugs of the packages under ``root``."""
+    return sorted(path.parent.name for path in root.glob(f"*/{SPEC_FILE}"))
+
+
+def load_spec(slug: str, *, root: Path = ASSIGNMENTS_ROOT) -> AssignmentSpec:
+    """Read one package's spec; AssignmentError when it is unknown or malformed."""
+    package = root / slug
+    spec_path = package / SPEC_FILE
+    if not spec_path.is_file() or slug != package.name:
+        known = ", ".join(list_assignments(root)) or "none"
+        raise AssignmentError(f"unknown assignment {slug!r} (known: {known})")
+    try:
+        raw = tomllib.loads(spec_path.read_text(encoding="utf-8"))
+        return _build(slug, package, raw)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise AssignmentError(f"{spec_path}: {exc}") from exc
+
+
+def _build(slug: str, package: Path, raw: dict[str, Any]) -> AssignmentSpec:
+    checks = tuple(_check(entry) for entry in raw["checks"])
+    numbers = [check.number for check in checks]
+    for number in numbers:
+        if numbers.count(number) > 1:
+            raise ValueError(f"check number {number} is used twice")
+    return AssignmentSpec(
+        slug=slug,
+        title=str(raw["title"]),
+        root=package,
+        entry=str(raw["entry"]),
+        required_names=tuple(raw["required_names"]),
+        forbidden_apis=tuple(str(name) for name in raw.get("forbidden_apis", [])),
+        limits=Limits().replace(raw.get("limits", {})),
+        checks=checks,
+        version=_content_hash(package),
+    )
+
+
+def _check(raw: dict[str, Any]) -> CheckSpec:
+    return CheckSpec(
+        number=str(raw["number"]),
+        name=str(raw["name"]),
+        kind=str(raw["kind"]),
+        calls=tuple(raw["calls"]),
+        points=float(raw["points"]),
+        visibility=Visibility(raw.get("visibility", "visible")),
+    )
+
+
+def _content_hash(package: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(package)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]

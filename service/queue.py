@@ -1,0 +1,45 @@
+"""The task queue as its senders see it: every task's name, and sending one by name.
+
+Views, the reaper and the delivery channels send tasks through here and import nothing of the
+worker: the tasks themselves (``service.tasks``) and the grading pipeline they run load only in
+the worker process. Celery is the only dependency (the app's instance, built by
+``service.celery_app``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from flask import current_app
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+log = logging.getLogger(__name__)
+
+GRADE_TASK = "autograde.grade_submission"
+REAP_TASK = "autograde.reap_stuck_submissions"
+SEND_DUE_TASK = "autograde.send_due_deliveries"
+DELIVER_TASK = "autograde.deliver_webhook"
+PUBLISH_TASK = "autograde.publish_score"
+
+
+def send(task: str, row_id: int, *, countdown: float | None = None) -> None:
+    """Send ``task`` for one row on the service's queue; raises when the broker cannot take it
+    (callers that record their work first, the outbox channels, send it again later)."""
+    celery: Celery = current_app.extensions["celery"]
+    celery.send_task(task, args=[row_id], queue=current_app.config["QUEUE"], countdown=countdown)
+
+
+def enqueue(submission_id: int) -> None:
+    """Send the grading task; call only after the submission is committed. A failure to publish
+    loses nothing: the submission stays ``queued`` and the reaper sends it again."""
+    celery: Celery = current_app.extensions["celery"]
+    try:
+        celery.send_task(GRADE_TASK, args=[submission_id], queue=current_app.config["QUEUE"],
+                         retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2,
+                                                   "interval_step": 0.5, "interval_max": 1.0})
+    except Exception as exc:
+        log.warning("could not enqueue submission %s (%s); the reaper will", submission_id,
+                    type(exc).__name__)
