@@ -1,19 +1,31 @@
-"""Administration from the command line, straight on the database (config from AUTOGRADE_*)."""
+"""Administration from the command line, straight on the database (config from AUTOGRADE_*).
+
+An admin command first finds the service it administers (``find_service``): a settings file,
+an embedded installation's folder, the ``AUTOGRADE_*`` environment, or the ``.autograde`` folder
+here; then checks that its database exists and is migrated (``check_database``). Neither ever
+creates a database by accident: only ``autograde admin db upgrade`` makes one, and only where
+it was told to.
+"""
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from flask import Flask, current_app
 from sqlalchemy import func, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from service import accounts, courses, db
-from service.config import load_config
+from service.config import DEFAULTS, ENV_PREFIX, data_dir_settings, load_config
 from service.errors import NotFound
 from service.instructor import update_settings
 from service.models import (
@@ -26,6 +38,113 @@ from service.models import (
 )
 from service.webhooks.egress import EgressPolicy
 from service.webhooks.endpoints import course_endpoints, create_endpoint
+
+EMBEDDED_DIR = Path(".autograde")
+"""Where ``autograde run-embedded`` (``make run``) keeps its data by default."""
+
+
+class ServiceNotFound(Exception):
+    """No configuration of a service to administer, or its database is missing or unmigrated."""
+
+
+@dataclass(frozen=True)
+class ServiceLocation:
+    settings: dict[str, str]
+    """``AUTOGRADE_*`` variables to run the command with (empty: the environment's own)."""
+    source: str
+    """Where they came from, for messages."""
+
+
+def find_service(*, settings_file: Path | None, data_dir: Path | None,
+                 environ: Mapping[str, str], cwd: Path) -> ServiceLocation:
+    """The service an admin command works on, in this order: ``settings_file`` (lines of
+    ``AUTOGRADE_NAME=value``, as docker compose's ``env_file``), ``data_dir`` (an embedded
+    installation), ``AUTOGRADE_DATABASE_URL``, ``./.autograde`` if it holds a database.
+    ServiceNotFound when none applies."""
+    if settings_file is not None and data_dir is not None:
+        raise ServiceNotFound("give --config or --data-dir, not both")
+    if settings_file is not None:
+        settings = read_settings_file(settings_file)
+        if f"{ENV_PREFIX}_DATABASE_URL" not in settings:
+            raise ServiceNotFound(f"{settings_file} does not set {ENV_PREFIX}_DATABASE_URL")
+        return ServiceLocation(settings, str(settings_file))
+    if data_dir is not None:
+        return _embedded(data_dir.resolve(), f"the embedded installation in {data_dir}")
+    if environ.get(f"{ENV_PREFIX}_DATABASE_URL"):
+        return ServiceLocation({}, f"{ENV_PREFIX}_DATABASE_URL")
+    if (cwd / EMBEDDED_DIR / "autograde.db").is_file():
+        return _embedded(cwd / EMBEDDED_DIR, f"the embedded installation in ./{EMBEDDED_DIR}")
+    raise ServiceNotFound(
+        f"no service configuration found (no {ENV_PREFIX}_DATABASE_URL, no ./{EMBEDDED_DIR} "
+        "here): say which service, e.g. `autograde admin --data-dir DIR ACTION` (the folder "
+        "of an embedded installation) or `autograde admin --config FILE ACTION` (a file of "
+        f"{ENV_PREFIX}_* settings), or set {ENV_PREFIX}_DATABASE_URL")
+
+
+def _embedded(folder: Path, source: str) -> ServiceLocation:
+    settings = {f"{ENV_PREFIX}_{name}": value for name, value in data_dir_settings(folder).items()}
+    return ServiceLocation(settings, source)
+
+
+def read_settings_file(path: Path) -> dict[str, str]:
+    """``AUTOGRADE_*`` settings from an environment file: ``NAME=value`` lines, ``#`` comments,
+    an optional ``export`` and quotes. Other names are left alone (the file may be shared with
+    docker compose); a line that is not a setting is an error, never skipped."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ServiceNotFound(f"cannot read the settings file {path}: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from exc
+    settings: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, equals, value = line.removeprefix("export ").partition("=")
+        name, value = name.strip(), value.strip()
+        if not equals or not name.isidentifier():
+            raise ServiceNotFound(f"{path}, line {number}: expected NAME=value")
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        if name.startswith(f"{ENV_PREFIX}_"):
+            if name.removeprefix(f"{ENV_PREFIX}_") not in DEFAULTS:
+                raise ServiceNotFound(f"{path}, line {number}: unknown setting {name}")
+            settings[name] = value
+    return settings
+
+
+def check_database(url: str, *, migrated: bool = True) -> None:
+    """ServiceNotFound unless the database at ``url`` exists (and, if ``migrated``, is at the
+    code's migration heads). Opens nothing that is not already there."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ServiceNotFound(f"{ENV_PREFIX}_DATABASE_URL is not a database URL ({exc})") from exc
+    shown = parsed.render_as_string(hide_password=True)
+    if parsed.get_backend_name() == "sqlite":
+        path = parsed.database or ""
+        if path in ("", ":memory:") or not Path(path).is_file():
+            raise ServiceNotFound(f"there is no database at {path or shown} "
+                                  "(`db upgrade`, with the same options, creates it)")
+    if not migrated:
+        return
+    heads = set(ScriptDirectory.from_config(db.alembic_config(url)).get_heads())
+    engine = db.make_engine(url, pooled=False)
+    try:
+        with engine.connect() as connection:
+            current = set(MigrationContext.configure(connection).get_current_heads())
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise ServiceNotFound(f"cannot open the database {shown}: {reason}") from exc
+    finally:
+        engine.dispose()
+    if not current:
+        raise ServiceNotFound(f"the database {shown} has no autograde tables yet "
+                              "(`db upgrade`, with the same options, makes them)")
+    if current != heads:
+        raise ServiceNotFound(f"the database {shown} is at migration {', '.join(sorted(current))}"
+                              f", this code needs {', '.join(sorted(heads))} "
+                              "(`db upgrade`, with the same options, brings it there)")
 
 
 def database_url(overrides: dict[str, Any] | None = None) -> str:

@@ -16,6 +16,9 @@ from service.cli_service import add_service_commands
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    prepare = getattr(args, "prepare", None)  # what a command needs ready first (admin: a service)
+    if prepare is not None and (status := prepare(args)):
+        return int(status)
     try:
         return int(args.handler(args))
     except AssignmentError as exc:

@@ -74,7 +74,18 @@ def add_service_commands(commands: Any) -> None:
 
 
 def _admin_commands(commands: Any) -> None:
-    admin = commands.add_parser("admin", help="administer the database (AUTOGRADE_DATABASE_URL)")
+    admin = commands.add_parser(
+        "admin", help="administer the service's database",
+        description="Administer a service straight on its database. The service is found from "
+                    "--config, else --data-dir, else AUTOGRADE_DATABASE_URL, else ./.autograde "
+                    "(where `autograde run-embedded` keeps its data); without any of them "
+                    "nothing is done.")
+    admin.add_argument("--config", type=Path, metavar="FILE", dest="settings_file",
+                       help="a settings file of AUTOGRADE_NAME=value lines (as docker "
+                            "compose's env_file); other names in it are ignored")
+    admin.add_argument("--data-dir", type=Path, metavar="DIR",
+                       help="an embedded installation's folder (run-embedded --data-dir)")
+    admin.set_defaults(prepare=_find_service)
     sub = admin.add_subparsers(required=True, metavar="ACTION")
 
     database = sub.add_parser("db", help="migrations")
@@ -208,7 +219,28 @@ def _status(args: argparse.Namespace) -> int:
     return _client_call(run, args)
 
 
+def _find_service(args: argparse.Namespace) -> int:
+    """Before any admin action: find the service and check its database, or say plainly why
+    not (never a traceback, never a database made by accident). The settings found become this
+    process's environment, as if exported."""
+    from service.admin import ServiceNotFound, check_database, database_url, find_service
+
+    try:
+        found = find_service(settings_file=args.settings_file, data_dir=args.data_dir,
+                             environ=os.environ, cwd=Path.cwd())
+        os.environ.update(found.settings)
+        if args.handler is not _db:
+            check_database(database_url())
+        elif args.action != "upgrade":  # upgrade makes the database where it was told to
+            check_database(database_url(), migrated=False)
+    except ServiceNotFound as exc:
+        return _fail(str(exc))
+    return 0
+
+
 def _with_session(function: Any) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
     from service.admin import app_session
     from service.app import create_app
     from service.errors import ServiceError
@@ -218,24 +250,35 @@ def _with_session(function: Any) -> int:
             function(session)
     except ServiceError as exc:
         return _fail(exc.detail)
+    except SQLAlchemyError as exc:
+        return _fail(f"the database refused this ({type(exc).__name__}): {_first_line(exc)}")
     return 0
+
+
+def _first_line(exc: Exception) -> str:
+    """What a database error says, without the statement and parameters SQLAlchemy appends."""
+    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""])[0]
 
 
 def _db(args: argparse.Namespace) -> int:
     from alembic import command
+    from sqlalchemy.exc import SQLAlchemyError
 
     from service import db
     from service.admin import database_url
 
     url = database_url()
-    if args.action == "upgrade":
-        db.upgrade(url, args.revision or "head")
-    elif args.action == "downgrade":
-        if not args.revision:
-            return _fail("say which revision to downgrade to (e.g. base, or -1)")
-        db.downgrade(url, args.revision)
-    else:
-        command.current(db.alembic_config(url))
+    try:
+        if args.action == "upgrade":
+            db.upgrade(url, args.revision or "head")
+        elif args.action == "downgrade":
+            if not args.revision:
+                return _fail("say which revision to downgrade to (e.g. base, or -1)")
+            db.downgrade(url, args.revision)
+        else:
+            command.current(db.alembic_config(url))
+    except SQLAlchemyError as exc:
+        return _fail(f"the migration failed ({type(exc).__name__}): {_first_line(exc)}")
     return 0
 
 
@@ -275,7 +318,11 @@ def _enrol(args: argparse.Namespace) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
+    from assignments import list_assignments, load_assignment
     from service.courses import course_by_code, sync_assignments
+
+    for slug in args.slugs or list_assignments():
+        load_assignment(slug)  # the whole package, hidden parts too: a broken one is refused
 
     def run(session: Any) -> None:
         for report in sync_assignments(session, course_by_code(session, args.course),

@@ -84,6 +84,12 @@ DEFAULTS: dict[str, Any] = {
 _INTS = {name for name, value in DEFAULTS.items() if isinstance(value, int)}
 
 
+def data_dir_settings(data_dir: Path) -> dict[str, str]:
+    """The database and queue of an embedded installation kept in ``data_dir``."""
+    return {"DATABASE_URL": f"sqlite:///{data_dir / 'autograde.db'}",
+            "BROKER_URL": f"sqla+sqlite:///{data_dir / 'broker.db'}"}
+
+
 def load_config(overrides: Mapping[str, Any] | None = None,
                 environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Defaults, then ``AUTOGRADE_<NAME>`` variables, then explicit overrides (tests)."""

@@ -21,6 +21,7 @@ from sandbox.selection import choose_backend
 from service import db
 from service.admin import app_session, create_user, enrol
 from service.app import create_app
+from service.config import ENV_PREFIX, data_dir_settings
 from service.courses import course_by_code, create_course, sync_assignments
 from service.errors import NotFound
 
@@ -31,8 +32,8 @@ DEMO_USERS = (("instructor", "instructor"), ("student", "student"))
 def embedded_environment(data_dir: Path, environ: dict[str, str]) -> dict[str, str]:
     """The environment of the child processes: embedded defaults unless already set."""
     env = dict(environ)
-    env.setdefault("AUTOGRADE_DATABASE_URL", f"sqlite:///{data_dir / 'autograde.db'}")
-    env.setdefault("AUTOGRADE_BROKER_URL", f"sqla+sqlite:///{data_dir / 'broker.db'}")
+    for name, value in data_dir_settings(data_dir).items():
+        env.setdefault(f"{ENV_PREFIX}_{name}", value)
     if env.get("AUTOGRADE_SANDBOX_BACKEND", "auto") == "auto":
         env["AUTOGRADE_SANDBOX_BACKEND"] = choose_backend(warn=sys.stderr)
     return env
