@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import secrets
 from dataclasses import dataclass
@@ -17,8 +18,13 @@ from service.models import ApiToken, Role, User, utcnow
 
 TOKEN_PREFIX = "ag_"
 _HASHER = PasswordHasher()
-# A real hash to verify against when the user does not exist, so timing does not tell.
-_DUMMY_HASH = _HASHER.hash("no such user")
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """A real hash to verify against when the user does not exist, so timing does not tell.
+    Made on first use, not at import: hashing is slow by design (and takes 64 MiB)."""
+    return _HASHER.hash("no such user")
 
 
 def hash_password(password: str) -> str:
@@ -42,7 +48,7 @@ def authenticate(session: Session, *, username: str, password: str) -> User:
     """The user with these credentials; Unauthorized otherwise (same message either way)."""
     user = session.scalar(select(User).where(User.username == username))
     try:
-        _HASHER.verify(user.password_hash if user else _DUMMY_HASH, password)
+        _HASHER.verify(user.password_hash if user else _dummy_hash(), password)
     except (VerificationError, InvalidHashError):
         user = None
     if user is None or not user.active:

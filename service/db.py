@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from alembic import command
-from alembic.config import Config as AlembicConfig
 from flask import current_app
 from sqlalchemy import CursorResult, Engine, Executable, create_engine, event
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 from sqlalchemy.pool import NullPool
+
+if TYPE_CHECKING:
+    from alembic.config import Config as AlembicConfig
 
 MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
 
@@ -66,7 +67,10 @@ def session() -> Session:
     return database().sessions()
 
 
+# Alembic is imported by the functions that migrate: serving requests never needs it.
 def alembic_config(url: str) -> AlembicConfig:
+    from alembic.config import Config as AlembicConfig
+
     config = AlembicConfig()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -74,10 +78,14 @@ def alembic_config(url: str) -> AlembicConfig:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
+    from alembic import command
+
     command.upgrade(alembic_config(url), revision)
 
 
 def downgrade(url: str, revision: str) -> None:
+    from alembic import command
+
     command.downgrade(alembic_config(url), revision)
 
 
