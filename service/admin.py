@@ -134,8 +134,7 @@ def check_database(url: str, *, migrated: bool = True) -> None:
         with engine.connect() as connection:
             current = set(MigrationContext.configure(connection).get_current_heads())
     except SQLAlchemyError as exc:
-        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        raise ServiceNotFound(f"cannot open the database {shown}: {reason}") from exc
+        raise ServiceNotFound(f"cannot open the database {shown}: {error_summary(exc)}") from exc
     finally:
         engine.dispose()
     if not current:
@@ -145,6 +144,11 @@ def check_database(url: str, *, migrated: bool = True) -> None:
         raise ServiceNotFound(f"the database {shown} is at migration {', '.join(sorted(current))}"
                               f", this code needs {', '.join(sorted(heads))} "
                               "(`db upgrade`, with the same options, brings it there)")
+
+
+def error_summary(exc: SQLAlchemyError) -> str:
+    """What a database error says, without the statement and parameters SQLAlchemy appends."""
+    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""])[0]
 
 
 def database_url(overrides: dict[str, Any] | None = None) -> str:

@@ -241,7 +241,7 @@ def _find_service(args: argparse.Namespace) -> int:
 def _with_session(function: Any) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
-    from service.admin import app_session
+    from service.admin import app_session, error_summary
     from service.app import create_app
     from service.errors import ServiceError
 
@@ -251,13 +251,8 @@ def _with_session(function: Any) -> int:
     except ServiceError as exc:
         return _fail(exc.detail)
     except SQLAlchemyError as exc:
-        return _fail(f"the database refused this ({type(exc).__name__}): {_first_line(exc)}")
+        return _fail(f"the database refused this ({type(exc).__name__}): {error_summary(exc)}")
     return 0
-
-
-def _first_line(exc: Exception) -> str:
-    """What a database error says, without the statement and parameters SQLAlchemy appends."""
-    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""])[0]
 
 
 def _db(args: argparse.Namespace) -> int:
@@ -265,7 +260,7 @@ def _db(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from service import db
-    from service.admin import database_url
+    from service.admin import database_url, error_summary
 
     url = database_url()
     try:
@@ -278,7 +273,7 @@ def _db(args: argparse.Namespace) -> int:
         else:
             command.current(db.alembic_config(url))
     except SQLAlchemyError as exc:
-        return _fail(f"the migration failed ({type(exc).__name__}): {_first_line(exc)}")
+        return _fail(f"the migration failed ({type(exc).__name__}): {error_summary(exc)}")
     return 0
 
 
