@@ -228,13 +228,16 @@ def _find_service(args: argparse.Namespace) -> int:
     try:
         found = find_service(settings_file=args.settings_file, data_dir=args.data_dir,
                              environ=os.environ, cwd=Path.cwd())
-        os.environ.update(found.settings)
+    except ServiceNotFound as exc:
+        return _fail(str(exc))
+    os.environ.update(found.settings)
+    try:
         if args.handler is not _db:
             check_database(database_url())
         elif args.action != "upgrade":  # upgrade makes the database where it was told to
             check_database(database_url(), migrated=False)
     except ServiceNotFound as exc:
-        return _fail(str(exc))
+        return _fail(f"{exc} [the service of {found.source}]")
     return 0
 
 
