@@ -58,7 +58,6 @@ class DiagnosisInput:
     variant: VariantRunner
     lost_code: str = "runtime-error"
     """The code for calls that never reported back (how the run ended)."""
-    forbidden_static: tuple[str, ...] = ()
 
 
 def diagnose(data: DiagnosisInput) -> list[Finding]:
@@ -389,16 +388,20 @@ def _mutation_findings(data: DiagnosisInput) -> list[Finding]:
 
 
 def _forbidden_findings(data: DiagnosisInput) -> list[Finding]:
+    """The calls in which the run-time trap saw a forbidden API: only those are its evidence.
+
+    A reference in the text that no call reached (a dead branch, a CUDA-only path) costs
+    nothing; neither does a name the submission defines itself.
+    """
     calls = tuple(call.id for call in data.plan.calls if data.student[call.id].forbidden)
-    names = sorted({name for call_id in calls for name in data.student[call_id].forbidden}
-                   | set(data.forbidden_static))
-    if not calls and not data.forbidden_static:
-        return []
     if not calls:
-        # Named in the source but never seen at run time (an alias the trap does not cover):
-        # every call may have used it.
-        calls = tuple(call.id for call in data.plan.calls)
-    return [Finding("forbidden-api", calls, ", ".join(f"`{_api(n)}`" for n in names))]
+        return []
+    names = sorted({_api(name) for call_id in calls for name in data.student[call_id].forbidden})
+    apis = ", ".join(f"`{n}`" for n in names)
+    total = len(data.plan.calls)
+    reached = "every probe call" if len(calls) == total else (
+        f"{len(calls)} of the {total} probe calls")
+    return [Finding("forbidden-api", calls, f"{apis} (reached on {reached})")]
 
 
 def _api(dotted: str) -> str:

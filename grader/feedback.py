@@ -154,8 +154,8 @@ CATALOGUE: Mapping[str, CodeText] = {
         "ValueError.", evidence="raises-value-error"),
     "forbidden-api": CodeText(
         "forbidden API used",
-        "Your submission uses {detail}, which this assignment forbids: the checks where it "
-        "was used score 0.",
+        "Your submission calls {detail}, which this assignment forbids: the checks of those "
+        "calls score 0, the others keep their points. First seen on {input}.",
         "The lab is to build attention yourself from matrix products, a mask and softmax."),
     "wrong-output": CodeText(
         "wrong output",

@@ -25,7 +25,7 @@ from grader.outcomes import (
     run_call_in_process,
     run_in_process,
 )
-from grader.source import check_sources, forbidden_names, normalise_files
+from grader.source import check_sources, forbidden_references, normalise_files
 from sandbox import Job, SandboxBackend, SandboxUnavailable, Termination
 
 _LOST_CODES = {
@@ -77,7 +77,8 @@ class GradingPipeline:
         facts = RunFacts(seed=seed, backend=self.backend.name,
                          termination=result.termination.value,
                          sandbox_seconds=result.wall_seconds, stdout=run.stdout,
-                         stderr=run.stderr, output_truncated=run.output_truncated, phases=phases)
+                         stderr=run.stderr, output_truncated=run.output_truncated, phases=phases,
+                         forbidden=_forbidden_record(run, files, assignment))
         early = _import_failure(run)
         if early is not None:
             phases["compare"] = time.perf_counter() - mark
@@ -85,7 +86,6 @@ class GradingPipeline:
                                        time.perf_counter() - started)
         scored, diagnoses = judge_outcomes(
             assignment, plan, run.calls,
-            forbidden_static=forbidden_names(files, assignment.forbidden_apis),
             lost_code=_lost_code(run),
             extra_findings=_run_findings(run, plan.calls[0].id if plan.calls else ""),
         )
@@ -104,7 +104,6 @@ def judge_outcomes(
     plan: ProbePlan,
     student: Mapping[str, CallOutcome],
     *,
-    forbidden_static: tuple[str, ...] = (),
     lost_code: str = "runtime-error",
     extra_findings: Sequence[Finding] = (),
 ) -> tuple[list[ScoredCheck], list[Diagnosis]]:
@@ -128,7 +127,6 @@ def judge_outcomes(
         mistakes=assignment.mistakes,
         variant=variant,
         lost_code=lost_code,
-        forbidden_static=forbidden_static,
     ))
     findings = with_defining_checks(
         [*findings, *extra_findings], plan,
@@ -159,6 +157,17 @@ def _import_failure(run: SubmissionRun) -> tuple[str, str] | None:
                             "check could run.",
         }.get(code, f"The process ended (exit status {run.exit_code}) before any check ran.")
     return None
+
+
+def _forbidden_record(run: SubmissionRun, files: Mapping[str, bytes],
+                      assignment: Assignment) -> dict[str, Any]:
+    """For the instructor: which calls reached a forbidden API, and what the text refers to."""
+    return {
+        "calls": {call_id: list(outcome.forbidden) for call_id, outcome in run.calls.items()
+                  if outcome.forbidden},
+        "at_import": list(run.forbidden_at_import),
+        "references": list(forbidden_references(files, assignment.forbidden_apis)),
+    }
 
 
 def _nothing_ran(run: SubmissionRun) -> bool:
