@@ -114,6 +114,9 @@ class _Explanation:
 
     by_call: Mapping[str, Hypothesis]
     unexplained: tuple[str, ...]
+    attributed: Mapping[str, tuple[str, ...]]
+    """Mistake id -> the departing calls it moves: a mistake's evidence is only those calls
+    (with a pair, the calls only the other member moves are not this one's evidence)."""
 
 
 def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
@@ -151,7 +154,21 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
             return False
         if len(hypothesis) > 1 and not plausible(hypothesis, call_ids):
             return False
-        return all(reproduces(hypothesis, call_id) for call_id in call_ids)
+        return (all(reproduces(hypothesis, call_id) for call_id in call_ids)
+                and all(supported(m, call_ids) for m in hypothesis))
+
+    value_calls = [c.id for c in data.plan.calls if not _reference_rejects(data.reference[c.id])]
+
+    def supported(mistake_id: str, call_ids: list[str]) -> bool:
+        """A mistake that changes returned values is named only on such evidence: a call that
+        returned values where the student departs from the reference and the mistake moves the
+        outputs. Not rejecting an empty row is no evidence of, say, an inverted mask (which
+        would also not reject it): only mistakes that change nothing but the rejection
+        (no row check, no validation) rest on rejections alone."""
+        if any(c in value_calls and not _matches_reference(c) and affects(mistake_id, c)
+               for c in call_ids):
+            return True
+        return not any(affects(mistake_id, c) for c in value_calls)
 
     def evidence(call_id: str) -> bool:
         """A departure from the reference a mistake can be named by: the student returned
@@ -193,9 +210,20 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
     hypotheses = list(_hypotheses(searched))
     # Calls where the student differs from the reference go first: most hypotheses fail there.
     ordered = sorted(usable, key=_matches_reference)
+    def attribution(by_call: Mapping[str, Hypothesis]) -> dict[str, tuple[str, ...]]:
+        attributed: dict[str, list[str]] = {}
+        for call_id, hypothesis in by_call.items():
+            if _matches_reference(call_id):
+                continue
+            movers = [m for m in hypothesis if len(hypothesis) == 1 or affects(m, call_id)]
+            for mistake_id in movers or hypothesis:
+                attributed.setdefault(mistake_id, []).append(call_id)
+        return {m: tuple(calls) for m, calls in attributed.items()}
+
     for hypothesis in hypotheses:
         if explains(hypothesis, ordered):
-            return _Explanation({call_id: hypothesis for call_id in usable}, ())
+            everywhere = {call_id: hypothesis for call_id in usable}
+            return _Explanation(everywhere, (), attribution(everywhere))
 
     by_call: dict[str, Hypothesis] = {}
     unexplained: list[str] = []
@@ -211,7 +239,7 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
         for call_id in group_calls:
             if not _matches_reference(call_id):
                 unexplained.append(call_id)
-    return _Explanation(by_call, tuple(unexplained))
+    return _Explanation(by_call, tuple(unexplained), attribution(by_call))
 
 
 def _smallest_explanations(
@@ -290,12 +318,7 @@ def _raised_or_nan(outcome: CallOutcome) -> bool:
 
 
 def _value_findings(data: DiagnosisInput, explanation: _Explanation) -> list[Finding]:
-    by_mistake: dict[str, list[str]] = {}
-    for call_id, hypothesis in explanation.by_call.items():
-        if calls_match(data.student[call_id], data.reference[call_id]):
-            continue
-        for mistake_id in hypothesis:
-            by_mistake.setdefault(mistake_id, []).append(call_id)
+    by_mistake = explanation.attributed
     findings = []
     for mistake in data.mistakes:
         if mistake.id in by_mistake:
@@ -322,6 +345,9 @@ def _gradient_findings(data: DiagnosisInput, explanation: _Explanation) -> list[
     blocked: list[str] = []
     wrong: list[str] = []
     detail = ""
+    # An input changed in place changes what the gradients are taken of: that is the mutation's
+    # effect, described under its own code, not a second mistake.
+    mutated = {call_id for finding in _mutation_findings(data) for call_id in finding.calls}
     for call_id, hypothesis in explanation.by_call.items():
         student = data.student[call_id]
         if not any(forward.grads for forward in data.reference[call_id].forwards):
@@ -344,8 +370,9 @@ def _gradient_findings(data: DiagnosisInput, explanation: _Explanation) -> list[
                 break
             # Gradients through a changed dtype carry that dtype's rounding.
             precision = torch.float32 if _dtype_changed(got, want) else None
-            if not all(grads_equivalent(got.grads.get(p), g, precision=precision)
-                       for p, g in want.grads.items()):
+            if call_id not in mutated and not all(
+                    grads_equivalent(got.grads.get(p), g, precision=precision)
+                    for p, g in want.grads.items()):
                 wrong.append(call_id)
                 break
     findings = []

@@ -30,8 +30,7 @@ class CodeText:
 CATALOGUE: Mapping[str, CodeText] = {
     "softmax-wrong-axis": CodeText(
         "softmax over the wrong axis",
-        "On {input}, your weights are normalised over the queries instead of over the keys: "
-        "each column sums to 1, not each row.",
+        "On {input}, your outputs match a softmax over {variant}.",
         "Each query distributes its attention over the keys. Which axis of the score matrix "
         "(..., T, S) indexes the keys?", evidence="weights-sum-to-one"),
     "missing-scale": CodeText(
@@ -57,8 +56,8 @@ CATALOGUE: Mapping[str, CodeText] = {
         "of a non in-place fill is kept."),
     "mask-after-softmax": CodeText(
         "mask applied after softmax",
-        "On {input}, blocked keys get zero weight but the remaining weights of a query no "
-        "longer sum to 1 ({detail}): the mask was applied after normalising.",
+        "On {input}, your outputs match attention with the mask applied after softmax: "
+        "{variant}.",
         "Masking must happen to the scores, before softmax, so that the allowed keys share the "
         "whole probability mass.", evidence="weights-sum-to-one"),
     "mask-fill-zero": CodeText(
@@ -87,7 +86,8 @@ CATALOGUE: Mapping[str, CodeText] = {
         "forward.", evidence="gradients-match"),
     "input-mutated": CodeText(
         "an input was modified",
-        "On {input}, your function changed {detail} in place.",
+        "On {input}, your function changed {detail} in place (so the caller's tensor, and "
+        "the gradients taken with respect to it, are no longer what they passed in).",
         "Callers do not expect their tensors to change. Use out-of-place operations "
         "(x = x * s, masked_fill) instead of in-place ones (x *= s, masked_fill_).",
         evidence="inputs-unchanged"),

@@ -535,8 +535,10 @@ class _EventStream:
             name = f"{self._count:04d}.safetensors"
             self._count += 1
             try:
+                # Copies: a returned input (``return q``) shares memory with the input handed
+                # back after the call, which safetensors refuses to write.
                 save_file(
-                    {key: value.contiguous() for key, value in tensors.items()},
+                    {key: value.contiguous().clone() for key, value in tensors.items()},
                     os.path.join(self._out_dir, TENSORS_DIR, name),
                 )
                 event["tensors"] = f"{TENSORS_DIR}/{name}"

@@ -16,7 +16,9 @@ import torch
 from assignments.model import KnownMistake
 
 _SCALES = frozenset({"missing-scale", "wrong-scale-d", "wrong-scale-length"})
-_MASKINGS = frozenset({"mask-ignored", "mask-fill-zero", "mask-after-softmax"})
+_MASKINGS = frozenset({"mask-ignored", "mask-fill-zero", "mask-after-softmax",
+                       "mask-after-softmax-neginf"})
+_AXES = frozenset({"softmax-wrong-axis", "softmax-dim-1", "softmax-dim-2"})
 
 
 def _excluding(group: frozenset[str], own: str) -> frozenset[str]:
@@ -25,13 +27,26 @@ def _excluding(group: frozenset[str], own: str) -> frozenset[str]:
 
 MISTAKES: list[KnownMistake] = [
     KnownMistake("softmax-wrong-axis", "softmax-wrong-axis",
-                 "softmax over the query axis (dim=-2) instead of the key axis"),
+                 "the query axis (dim=-2) instead of the key axis (dim=-1)",
+                 excludes=_excluding(_AXES, "softmax-wrong-axis")),
+    # Absolute axes are right or wrong depending on how many leading dims the input has: the
+    # probes give 3-D and 4-D inputs, and the message names the axis each one hit.
+    KnownMistake("softmax-dim-2", "softmax-wrong-axis",
+                 "dim=2, a fixed axis: it is the key axis of 3-D scores (B, T, S) but the query "
+                 "axis of 4-D scores (B, H, T, S), so inputs with a heads dimension go wrong",
+                 excludes=_excluding(_AXES, "softmax-dim-2")),
+    KnownMistake("softmax-dim-1", "softmax-wrong-axis",
+                 "dim=1, a fixed axis: it is the query axis of 3-D scores (B, T, S) and the "
+                 "heads axis of 4-D scores (B, H, T, S), never the key axis",
+                 excludes=_excluding(_AXES, "softmax-dim-1")),
     KnownMistake("missing-scale", "missing-scale", "scores not divided by sqrt(D)",
                  excludes=_excluding(_SCALES, "missing-scale")),
-    KnownMistake("wrong-scale-d", "wrong-scale", "scores divided by D instead of sqrt(D)",
+    KnownMistake("wrong-scale-d", "wrong-scale",
+                 "scores are divided by D instead of sqrt(D) (the scale applied twice, or "
+                 "without its square root)",
                  excludes=_excluding(_SCALES, "wrong-scale-d")),
     KnownMistake("wrong-scale-length", "wrong-scale",
-                 "scores divided by sqrt(number of keys) instead of sqrt(D)",
+                 "scores are divided by sqrt(number of keys) instead of sqrt(D)",
                  excludes=_excluding(_SCALES, "wrong-scale-length")),
     KnownMistake("mask-inverted", "mask-inverted", "True read as blocked",
                  excludes=frozenset({"mask-ignored"})),
@@ -42,13 +57,17 @@ MISTAKES: list[KnownMistake] = [
     KnownMistake("mask-after-softmax", "mask-after-softmax",
                  "softmax over all keys, then weights multiplied by the mask",
                  excludes=_excluding(_MASKINGS, "mask-after-softmax")),
+    KnownMistake("mask-after-softmax-neginf", "mask-after-softmax",
+                 "softmax over all keys, then the weights of blocked keys filled with -inf "
+                 "(the outputs become -inf or NaN)",
+                 excludes=_excluding(_MASKINGS, "mask-after-softmax-neginf")),
     KnownMistake("all-masked-row", "all-masked-row",
                  "no ValueError for a query row without allowed keys (NaN instead)"),
     KnownMistake("gradient-blocked", "gradient-blocked",
                  "weights detached from the graph", searched=False),
     KnownMistake("gradient-wrong", "gradient-wrong",
                  "a custom autograd Function whose backward forgets the softmax Jacobian",
-                 searched=False, excludes=frozenset({"softmax-wrong-axis", "gradient-blocked"})),
+                 searched=False, excludes=_AXES | {"gradient-blocked"}),
     KnownMistake("input-mutated", "input-mutated", "q scaled in place", searched=False,
                  excludes=_SCALES),
     KnownMistake("dtype-changed", "dtype-changed", "outputs cast to float32", searched=False),
@@ -94,16 +113,22 @@ def attention(
         raise ValueError("a query row has no allowed key")
     if "mask-fill-zero" in mistakes:
         scores = scores.masked_fill(~mask, 0.0)
-    elif not mistakes & {"mask-ignored", "mask-after-softmax"}:
+    elif not mistakes & {"mask-ignored", "mask-after-softmax", "mask-after-softmax-neginf"}:
         scores = scores.masked_fill(~mask, float("-inf"))
     if "softmax-wrong-axis" in mistakes:
         weights = torch.softmax(scores, dim=-2)
+    elif "softmax-dim-2" in mistakes:
+        weights = torch.softmax(scores, dim=2)
+    elif "softmax-dim-1" in mistakes:
+        weights = torch.softmax(scores, dim=1)
     elif "gradient-wrong" in mistakes:
         weights = _SoftmaxWithoutJacobian.apply(scores)  # type: ignore[no-untyped-call]
     else:
         weights = torch.softmax(scores, dim=-1)
     if "mask-after-softmax" in mistakes:
         weights = weights * mask
+    elif "mask-after-softmax-neginf" in mistakes:
+        weights = weights.masked_fill(~mask, float("-inf"))
     if "gradient-blocked" in mistakes:
         weights = weights.detach()
     output = weights @ v

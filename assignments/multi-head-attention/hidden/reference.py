@@ -16,9 +16,12 @@ from torch.nn import functional as F
 from assignments.model import KnownMistake
 
 _SPLITS = frozenset({"reshape-without-transpose", "heads-not-split"})
-_SCALES = frozenset({"missing-scale", "wrong-scale-d-model"})
+_SCALES = frozenset({"missing-scale", "wrong-scale-d-model", "wrong-scale-head-dim"})
 _CAUSAL = frozenset({"causal-leak", "causal-upper-triangle", "causal-off-by-one"})
 _MASKS = frozenset({"mask-inverted", "mask-ignored"})
+# Ways of applying every mask (attention, padding, causal) wrongly: one at a time.
+_FILLS = frozenset({"mask-fill-zero", "mask-after-softmax", "mask-after-softmax-neginf"})
+_AXES = frozenset({"softmax-wrong-axis", "softmax-heads-axis"})
 
 
 def _others(group: frozenset[str], own: str) -> frozenset[str]:
@@ -26,11 +29,29 @@ def _others(group: frozenset[str], own: str) -> frozenset[str]:
 
 
 MISTAKES: list[KnownMistake] = [
-    KnownMistake("softmax-wrong-axis", "softmax-wrong-axis", "softmax over the query axis"),
+    KnownMistake("softmax-wrong-axis", "softmax-wrong-axis",
+                 "the query axis (dim=-2, or dim=2 of the (B, H, T, S) scores) instead of the "
+                 "key axis (dim=-1)", excludes=_others(_AXES, "softmax-wrong-axis")),
+    KnownMistake("softmax-heads-axis", "softmax-wrong-axis",
+                 "dim=1, which of the (B, H, T, S) scores is the heads axis: each (query, key) "
+                 "pair is normalised across heads", excludes=_others(_AXES, "softmax-heads-axis")),
     KnownMistake("missing-scale", "missing-scale", "scores not divided by sqrt(head_dim)",
                  excludes=_others(_SCALES, "missing-scale") | {"heads-not-split"}),
-    KnownMistake("wrong-scale-d-model", "wrong-scale", "scores divided by sqrt(d_model)",
+    KnownMistake("wrong-scale-d-model", "wrong-scale", "scores are divided by sqrt(d_model)",
                  excludes=_others(_SCALES, "wrong-scale-d-model") | {"heads-not-split"}),
+    KnownMistake("wrong-scale-head-dim", "wrong-scale",
+                 "scores are divided by head_dim instead of sqrt(head_dim) (the scale applied "
+                 "twice, or without its square root)",
+                 excludes=_others(_SCALES, "wrong-scale-head-dim") | {"heads-not-split"}),
+    KnownMistake("mask-fill-zero", "mask-fill-zero", "blocked scores set to 0, not -inf",
+                 excludes=_others(_FILLS, "mask-fill-zero")),
+    KnownMistake("mask-after-softmax", "mask-after-softmax",
+                 "softmax over all keys, then the weights multiplied by the mask",
+                 excludes=_others(_FILLS, "mask-after-softmax")),
+    KnownMistake("mask-after-softmax-neginf", "mask-after-softmax",
+                 "softmax over all keys, then the weights of blocked keys filled with -inf "
+                 "(the outputs become -inf or NaN)",
+                 excludes=_others(_FILLS, "mask-after-softmax-neginf")),
     KnownMistake("mask-inverted", "mask-inverted", "attention_mask read with True = blocked",
                  excludes=_others(_MASKS, "mask-inverted")),
     KnownMistake("mask-ignored", "mask-ignored", "attention_mask never applied",
@@ -124,13 +145,23 @@ class ManualMultiHeadAttention(nn.Module):
             scale = 1.0
         elif "wrong-scale-d-model" in m:
             scale = 1.0 / math.sqrt(self.d_model)
+        elif "wrong-scale-head-dim" in m:
+            scale = 1.0 / self.head_dim
         scores = (q @ k.transpose(-2, -1)) * scale
         if allowed is not None:
             allowed = torch.broadcast_to(allowed, scores.shape)
             if "all-masked-row" not in m and not bool(allowed.any(dim=-1).all()):
                 raise ValueError("a query has no key it may attend to")
-            scores = scores.masked_fill(~allowed, float("-inf"))
-        weights = torch.softmax(scores, dim=-2 if "softmax-wrong-axis" in m else -1)
+            if "mask-fill-zero" in m:
+                scores = scores.masked_fill(~allowed, 0.0)
+            elif not m & {"mask-after-softmax", "mask-after-softmax-neginf"}:
+                scores = scores.masked_fill(~allowed, float("-inf"))
+        axis = -2 if "softmax-wrong-axis" in m else 1 if "softmax-heads-axis" in m else -1
+        weights = torch.softmax(scores, dim=axis)
+        if allowed is not None and "mask-after-softmax" in m:
+            weights = weights * allowed
+        elif allowed is not None and "mask-after-softmax-neginf" in m:
+            weights = weights.masked_fill(~allowed, float("-inf"))
         training = self.training or "dropout-in-eval" in m
         weights = F.dropout(weights, p=self.dropout, training=training)
         heads = weights @ v
