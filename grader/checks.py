@@ -93,9 +93,7 @@ def _unusable(student: CallOutcome, reference: CallOutcome) -> str | None:
         return "the run ended before this call reported back."
     if student.status == "timeout":
         return "the call did not finish within its time budget."
-    if student.status == "missing":
-        return f"the submission does not define `{student.detail}`."
-    if student.status in {"interface", "invalid"}:
+    if student.status in {"missing", "interface", "invalid"}:
         return f"{student.detail}."
     for got, want in zip(student.forwards, reference.forwards, strict=False):
         if got.raised is not None and not (got.raised.value_error and want.raised is not None):

@@ -26,6 +26,7 @@ from grader.compare import (
     grads_equivalent,
     is_zero,
     mutated_inputs,
+    tensors_close,
 )
 from grader.outcomes import CallOutcome, Forward
 
@@ -47,6 +48,8 @@ class Finding:
     """The known-mistake variant that reproduced it, when one did."""
     variant: str = ""
     """What that variant does, in words."""
+    about_input: bool = True
+    """False when the detail says it all whatever the input (a required name is missing)."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,8 @@ def _failure_findings(data: DiagnosisInput, findings: list[Finding]) -> list[str
         if code == "lost":
             code = data.lost_code
         if code:
-            findings.append(Finding(code, (call.id,), detail))
+            findings.append(Finding(code, (call.id,), detail,
+                                    about_input=student.status != "missing"))
         else:
             usable.append(call.id)
     return usable
@@ -346,41 +350,65 @@ def _gradient_findings(data: DiagnosisInput, explanation: _Explanation) -> list[
     wrong: list[str] = []
     detail = ""
     # An input changed in place changes what the gradients are taken of: that is the mutation's
-    # effect, described under its own code, not a second mistake.
+    # effect, described under its own code, not a second mistake. Such a call's gradients are
+    # judged against a variant that mutates its inputs the same way, or not at all.
     mutated = {call_id for finding in _mutation_findings(data) for call_id in finding.calls}
+    mutations = [m.id for m in data.mistakes if m.code == "input-mutated"]
     for call_id, hypothesis in explanation.by_call.items():
         student = data.student[call_id]
         if not any(forward.grads for forward in data.reference[call_id].forwards):
             continue
         expected = (data.reference[call_id] if not hypothesis
                     else data.variant(hypothesis, call_id, True))
-        for got, want in zip(student.forwards, expected.forwards, strict=False):
-            if not want.grads:
+        candidates = [expected]
+        if call_id in mutated:
+            alike = [data.variant(hypothesis | {m}, call_id, True) for m in mutations]
+            candidates = [v for v in alike if _same_after(student, v)]
+            if not candidates:
                 continue
-            if got.backward == "no-graph":
-                blocked.append(call_id)
-                detail = detail or "the output is not connected to the inputs"
-                break
-            missing = [p for p, g in want.grads.items()
-                       if not is_zero(g) and is_zero(got.grads.get(p))]
-            if missing:
-                blocked.append(call_id)
-                detail = detail or "no gradient reaches " + ", ".join(
-                    f"`{_readable(data.plan.call(call_id), p)}`" for p in missing)
-                break
-            # Gradients through a changed dtype carry that dtype's rounding.
-            precision = torch.float32 if _dtype_changed(got, want) else None
-            if call_id not in mutated and not all(
-                    grads_equivalent(got.grads.get(p), g, precision=precision)
-                    for p, g in want.grads.items()):
-                wrong.append(call_id)
-                break
+        verdicts = [_gradient_verdict(data.plan.call(call_id), student, c) for c in candidates]
+        first = verdicts[0]
+        if first is None or any(verdict is None for verdict in verdicts):
+            continue
+        kind, text = first
+        (blocked if kind == "blocked" else wrong).append(call_id)
+        detail = detail or text
     findings = []
     if blocked:
         findings.append(Finding("gradient-blocked", tuple(blocked), detail))
     if wrong:
         findings.append(Finding("gradient-wrong", tuple(wrong)))
     return findings
+
+
+def _gradient_verdict(call: ProbeCall, student: CallOutcome,
+                      expected: CallOutcome) -> tuple[str, str] | None:
+    """``("blocked", detail)``, ``("wrong", "")`` or None when the gradients are as expected."""
+    for got, want in zip(student.forwards, expected.forwards, strict=False):
+        if not want.grads:
+            continue
+        if got.backward == "no-graph":
+            return "blocked", "the output is not connected to the inputs"
+        missing = [p for p, g in want.grads.items()
+                   if not is_zero(g) and is_zero(got.grads.get(p))]
+        if missing:
+            return "blocked", "no gradient reaches " + ", ".join(
+                f"`{_readable(call, p)}`" for p in missing)
+        # Gradients through a changed dtype carry that dtype's rounding.
+        precision = torch.float32 if _dtype_changed(got, want) else None
+        if not all(grads_equivalent(got.grads.get(p), g, precision=precision)
+                   for p, g in want.grads.items()):
+            return "wrong", ""
+    return None
+
+
+def _same_after(student: CallOutcome, variant: CallOutcome) -> bool:
+    """Whether both left the call's input tensors in the same state."""
+    pairs = list(zip(student.forwards, variant.forwards, strict=False))
+    return bool(pairs) and all(
+        got.after.keys() == want.after.keys()
+        and all(tensors_close(got.after[p], want.after[p]) for p in got.after)
+        for got, want in pairs)
 
 
 def _dtype_changed(got: Forward, want: Forward) -> bool:
@@ -485,5 +513,6 @@ def _merge(findings: list[Finding]) -> list[Finding]:
         calls = known.calls + tuple(c for c in finding.calls if c not in known.calls)
         merged[finding.code] = Finding(finding.code, calls, known.detail or finding.detail,
                                        known.mistake or finding.mistake,
-                                       known.variant or finding.variant)
+                                       known.variant or finding.variant,
+                                       known.about_input and finding.about_input)
     return list(merged.values())

@@ -7,10 +7,11 @@ revisit, never at the solution's code.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from assignments import CheckSpec, ProbePlan
+from assignments.model import Visibility
 from grader.checks import CheckVerdict
 from grader.diagnosis import Finding
 
@@ -195,37 +196,149 @@ SUMMARY_ALL_PASSED = "All visible checks passed."
 
 
 @dataclass(frozen=True)
+class DiagnosisView:
+    """A diagnosis as a student sees it while some checks are held back: only the released
+    checks, and a message that cites only their evidence."""
+
+    message: str
+    tests: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     code: str
     message: str
     hint: str
     tests: tuple[str, ...]
+    views: Mapping[str, DiagnosisView | None] = field(default_factory=dict)
+    """By release tier (``visible``: only visible checks released; ``after_due_date``: those
+    and the due-date ones), where the view differs from the full one; None: hidden there."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "hint": self.hint,
-                "tests": list(self.tests)}
+        document: dict[str, Any] = {"code": self.code, "message": self.message,
+                                    "hint": self.hint, "tests": list(self.tests)}
+        if self.views:
+            document["views"] = {
+                tier: None if view is None else {"message": view.message,
+                                                 "tests": list(view.tests)}
+                for tier, view in self.views.items()}
+        return document
+
+
+# What each release tier shows, from the most restricted up; everything is shown once results
+# are published (service.visibility decides which tier a student is in).
+RELEASE_TIERS: tuple[tuple[str, frozenset[Visibility]], ...] = (
+    ("visible", frozenset({Visibility.VISIBLE})),
+    ("after_due_date", frozenset({Visibility.VISIBLE, Visibility.AFTER_DUE_DATE})),
+)
 
 
 def diagnoses_from(findings: Sequence[Finding], plan: ProbePlan,
                    checks: Sequence[tuple[CheckSpec, CheckVerdict]]) -> list[Diagnosis]:
-    """Put findings into words, each tied to the failed checks its evidence calls belong to."""
+    """Put findings into words, each tied to the failed checks its evidence calls belong to.
+
+    ``wrong-output`` is the last resort: it is not put on a check whose failing calls other
+    findings already explain.
+    """
+    explained = {c for f in findings if f.code != "wrong-output" for c in f.calls}
     diagnoses = []
     for finding in findings:
-        text = CATALOGUE[finding.code]
-        first = plan.call(finding.calls[0]).describe if finding.calls else "your submission"
-        detail = finding.detail or _detail_from_checks(finding, checks, text.evidence)
-        tests = tuple(
-            check.number for check, verdict in checks
-            if set(finding.calls) & set(verdict.failing_calls)
-            or (finding.code == "forbidden-api" and set(finding.calls) & set(check.calls))
-        )
-        diagnoses.append(Diagnosis(
-            finding.code,
-            text.message.format(input=first, detail=detail, variant=finding.variant),
-            text.hint,
-            tests,
-        ))
+        tests = _tests_of(finding, checks, explained)
+        views: dict[str, DiagnosisView | None] = {}
+        for tier, shown in RELEASE_TIERS:
+            released = [(c, v) for c, v in checks if c.visibility in shown]
+            view_tests = _tests_of(finding, released, explained)
+            view = (_view(finding, plan, released, view_tests)
+                    if view_tests or not tests else None)
+            if view is None or view != DiagnosisView(_render(finding, plan, checks), tests):
+                views[tier] = view
+        diagnoses.append(Diagnosis(finding.code, _render(finding, plan, checks),
+                                   CATALOGUE[finding.code].hint, tests, views))
     return diagnoses
+
+
+def with_fallback(diagnoses: list[Diagnosis],
+                  verdicts: Sequence[tuple[CheckSpec, CheckVerdict]]) -> list[Diagnosis]:
+    """Every failed check carries at least one code: wrong-output when nothing else explains it."""
+    untagged = [(check, verdict) for check, verdict in verdicts
+                if not verdict.passed and not any(check.number in d.tests for d in diagnoses)]
+    if not untagged:
+        return diagnoses
+    text = CATALOGUE["wrong-output"]
+
+    def told(checks: Sequence[tuple[CheckSpec, CheckVerdict]], known: Diagnosis | None,
+             known_tests: tuple[str, ...]) -> DiagnosisView | None:
+        tests = known_tests + tuple(c.number for c, _ in checks if c.number not in known_tests)
+        if not tests:
+            return None
+        if known is not None:
+            return DiagnosisView(known.message, tests)
+        observation = checks[0][1].observation
+        return DiagnosisView(observation or text.message.format(input="the probe inputs"),
+                             tests)
+
+    index = next((i for i, d in enumerate(diagnoses) if d.code == "wrong-output"), None)
+    known = diagnoses[index] if index is not None else None
+    full = told(untagged, known, known.tests if known else ())
+    assert full is not None
+    views: dict[str, DiagnosisView | None] = {}
+    for tier, shown in RELEASE_TIERS:
+        released = [(c, v) for c, v in untagged if c.visibility in shown]
+        base = known.views.get(tier, DiagnosisView(known.message, known.tests)) if known else None
+        view = told(released, known if base is not None else None,
+                    base.tests if base is not None else ())
+        if base is not None and view is not None:
+            view = DiagnosisView(base.message, view.tests)
+        if view != full:
+            views[tier] = view
+    fallback = Diagnosis("wrong-output", full.message, text.hint, full.tests, views)
+    if index is None:
+        return [*diagnoses, fallback]
+    return [*diagnoses[:index], fallback, *diagnoses[index + 1:]]
+
+
+def _tests_of(finding: Finding, checks: Sequence[tuple[CheckSpec, CheckVerdict]],
+              explained: set[str]) -> tuple[str, ...]:
+    tests = []
+    for check, verdict in checks:
+        failing = set(verdict.failing_calls)
+        if finding.code == "forbidden-api":
+            if set(finding.calls) & set(check.calls):
+                tests.append(check.number)
+        elif set(finding.calls) & failing:
+            if finding.code == "wrong-output" and failing <= explained:
+                continue
+            tests.append(check.number)
+    return tuple(tests)
+
+
+def _view(finding: Finding, plan: ProbePlan, released: Sequence[tuple[CheckSpec, CheckVerdict]],
+          tests: tuple[str, ...]) -> DiagnosisView:
+    """The finding told from the evidence of the released checks only."""
+    numbers = set(tests)
+    shown_calls = {c for check, verdict in released if check.number in numbers
+                   for c in (check.calls if finding.code == "forbidden-api"
+                             else verdict.failing_calls)}
+    calls = tuple(c for c in finding.calls if c in shown_calls) or finding.calls
+    detail = finding.detail if calls[:1] == finding.calls[:1] else ""
+    restricted = Finding(finding.code, calls, detail, finding.mistake, finding.variant,
+                         finding.about_input)
+    return DiagnosisView(_render(restricted, plan, released), tests)
+
+
+def _render(finding: Finding, plan: ProbePlan,
+            checks: Sequence[tuple[CheckSpec, CheckVerdict]]) -> str:
+    text = CATALOGUE[finding.code]
+    first = plan.call(finding.calls[0]).describe if finding.calls else "your submission"
+    detail = finding.detail or _detail_from_checks(finding, checks, text.evidence)
+    if not finding.about_input:
+        return _sentence(detail)
+    return text.message.format(input=first, detail=detail, variant=finding.variant)
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return (text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")) if text else text
 
 
 def _detail_from_checks(finding: Finding, checks: Sequence[tuple[CheckSpec, CheckVerdict]],

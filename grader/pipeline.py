@@ -5,6 +5,7 @@ precheck -> probe plan -> sandbox run -> validate -> reference -> checks -> diag
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -17,7 +18,8 @@ from assignments.model import Namespace
 from grader.checks import CheckContext, CheckVerdict, check_kinds, judge
 from grader.diagnosis import DiagnosisInput, Finding, diagnose, with_defining_checks
 from grader.document import RunFacts, build_document, unrunnable_document
-from grader.feedback import CATALOGUE, Diagnosis, diagnoses_from
+from grader.feedback import Diagnosis, diagnoses_from, with_fallback
+from grader.interface import missing_name_detail
 from grader.outcomes import (
     CallOutcome,
     SubmissionRun,
@@ -73,6 +75,7 @@ class GradingPipeline:
 
         mark = time.perf_counter()
         run = parse_run(result, plan)
+        run = _explain_missing_names(run, plan, files, assignment)
         phases.update({f"sandbox.{name}": seconds for name, seconds in run.timings.items()})
         facts = RunFacts(seed=seed, backend=self.backend.name,
                          termination=result.termination.value,
@@ -131,7 +134,7 @@ def judge_outcomes(
     findings = with_defining_checks(
         [*findings, *extra_findings], plan,
         [(check.kind, verdict.failing_calls) for check, verdict in verdicts])
-    diagnoses = _with_fallback(diagnoses_from(findings, plan, verdicts), verdicts)
+    diagnoses = with_fallback(diagnoses_from(findings, plan, verdicts), verdicts)
     scored = [(check, verdict, _score(check, verdict, findings)) for check, verdict in verdicts]
     return scored, diagnoses
 
@@ -157,6 +160,21 @@ def _import_failure(run: SubmissionRun) -> tuple[str, str] | None:
                             "check could run.",
         }.get(code, f"The process ended (exit status {run.exit_code}) before any check ran.")
     return None
+
+
+def _explain_missing_names(run: SubmissionRun, plan: ProbePlan, files: Mapping[str, bytes],
+                           assignment: Assignment) -> SubmissionRun:
+    """Say what was expected and what the file defines where a required name was missing."""
+    missing = {call_id for call_id, outcome in run.calls.items() if outcome.status == "missing"}
+    if not missing:
+        return run
+    reference = assignment.reference(frozenset())
+    calls = dict(run.calls)
+    for call_id in missing:
+        name = str(plan.call(call_id).spec.get("target", ""))
+        calls[call_id] = dataclasses.replace(calls[call_id], detail=missing_name_detail(
+            name, files, assignment.entry, reference))
+    return dataclasses.replace(run, calls=calls)
 
 
 def _forbidden_record(run: SubmissionRun, files: Mapping[str, bytes],
@@ -195,21 +213,3 @@ def _score(check: CheckSpec, verdict: CheckVerdict, findings: list[Finding]) -> 
     if any(set(f.calls) & set(check.calls) for f in forbidden):
         return 0.0
     return check.points
-
-
-def _with_fallback(diagnoses: list[Diagnosis],
-                   verdicts: list[tuple[CheckSpec, CheckVerdict]]) -> list[Diagnosis]:
-    """Every failed check carries at least one code: wrong-output when nothing else explains it."""
-    untagged = [check.number for check, verdict in verdicts
-                if not verdict.passed and not any(check.number in d.tests for d in diagnoses)]
-    if not untagged:
-        return diagnoses
-    for index, diagnosis in enumerate(diagnoses):
-        if diagnosis.code == "wrong-output":
-            diagnoses[index] = Diagnosis(diagnosis.code, diagnosis.message, diagnosis.hint,
-                                         diagnosis.tests + tuple(untagged))
-            return diagnoses
-    observation = next(v.observation for c, v in verdicts if c.number == untagged[0])
-    text = CATALOGUE["wrong-output"]
-    message = observation or text.message.format(input="the probe inputs")
-    return [*diagnoses, Diagnosis("wrong-output", message, text.hint, tuple(untagged))]

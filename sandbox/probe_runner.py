@@ -631,7 +631,7 @@ def main(argv: list[str]) -> None:
     current: dict[str, Any] = {}
     budget = _CallBudget(float(plan["call_timeout"]), hard_limit)
     trap = _ForbiddenTrap(list(plan.get("forbidden", [])))
-    trap.__enter__()  # for the life of the process: it ends by hard_exit, never by unwinding
+    trap.__enter__()  # type: ignore[no-untyped-call]  # for the life of the process: it ends by hard_exit
 
     _limit_address_space(plan.get("memory_bytes"))
     sys.path.insert(0, submission_dir)

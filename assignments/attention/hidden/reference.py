@@ -69,7 +69,11 @@ MISTAKES: list[KnownMistake] = [
                  "a custom autograd Function whose backward forgets the softmax Jacobian",
                  searched=False, excludes=_AXES | {"gradient-blocked"}),
     KnownMistake("input-mutated", "input-mutated", "q scaled in place", searched=False,
-                 excludes=_SCALES),
+                 excludes=_SCALES | {"input-mutated-no-grad"}),
+    # The same mutation out of the graph (``with torch.no_grad(): q.div_(...)``): the gradients
+    # then lack the scale, an effect of the mutation rather than a second mistake.
+    KnownMistake("input-mutated-no-grad", "input-mutated", "q scaled in place under no_grad",
+                 searched=False, excludes=_SCALES | {"input-mutated"}),
     KnownMistake("dtype-changed", "dtype-changed", "outputs cast to float32", searched=False),
 ]
 
@@ -106,6 +110,10 @@ def attention(
         scale = 1.0 / math.sqrt(k.shape[-2])
     if "input-mutated" in mistakes:
         q = q.mul_(scale)
+        scale = 1.0
+    elif "input-mutated-no-grad" in mistakes:
+        with torch.no_grad():
+            q.mul_(scale)
         scale = 1.0
     scores = (q @ k.transpose(-2, -1)) * scale
     mask = torch.broadcast_to(mask, scores.shape)
