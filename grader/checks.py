@@ -40,6 +40,8 @@ class CheckVerdict:
     failing_calls: tuple[str, ...] = ()
     observation: str = ""
     """What was observed on the first failing call, on which input."""
+    observations: tuple[tuple[str, str], ...] = ()
+    """(call, what was observed there) for every failing call, without the input."""
 
 
 CallJudge = Callable[[ProbeCall, CallOutcome, CallOutcome, CheckContext], "str | None"]
@@ -49,6 +51,7 @@ def judge(check: CheckSpec, context: CheckContext, kinds: Mapping[str, CallJudge
     """Run a check over its calls."""
     judge_call = kinds[check.kind]
     failing: list[str] = []
+    observations: list[tuple[str, str]] = []
     first = ""
     judged = 0
     for call_id in check.calls:
@@ -60,11 +63,12 @@ def judge(check: CheckSpec, context: CheckContext, kinds: Mapping[str, CallJudge
         observation = _unusable(student, reference) or judge_call(call, student, reference, context)
         if observation is not None:
             failing.append(call_id)
+            observations.append((call_id, observation))
             first = first or f"On {call.describe}: {observation}"
     if not judged:
         return CheckVerdict(False, tuple(check.calls),
                             "every call raised, so nothing could be checked.")
-    return CheckVerdict(not failing, tuple(failing), first)
+    return CheckVerdict(not failing, tuple(failing), first, tuple(observations))
 
 
 # Kinds that can only judge calls that returned: the inputs-after of a call exist only then.

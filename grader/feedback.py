@@ -63,8 +63,8 @@ CATALOGUE: Mapping[str, CodeText] = {
         "whole probability mass.", evidence="weights-sum-to-one"),
     "mask-fill-zero": CodeText(
         "blocked scores set to 0",
-        "On {input}, blocked keys still receive weight ({detail}): their scores were set to 0, "
-        "which is an ordinary score, not 'impossible'.",
+        "On {input}, your outputs match attention whose blocked scores were set to 0 (or "
+        "another ordinary value) instead of -inf, so blocked keys keep some weight.",
         "exp(0) = 1. Which score value makes softmax give a key exactly zero weight?",
         evidence="blocked-keys-zero"),
     "all-masked-row": CodeText(
@@ -87,10 +87,11 @@ CATALOGUE: Mapping[str, CodeText] = {
         "forward.", evidence="gradients-match"),
     "input-mutated": CodeText(
         "an input was modified",
-        "On {input}, your function changed {detail} in place (so the caller's tensor, and "
-        "the gradients taken with respect to it, are no longer what they passed in).",
-        "Callers do not expect their tensors to change. Use out-of-place operations "
-        "(x = x * s, masked_fill) instead of in-place ones (x *= s, masked_fill_).",
+        "On {input}, your function changed {detail} in place: the caller's tensor no longer "
+        "holds what they passed in.",
+        "Callers do not expect their tensors to change, and an in-place change also changes "
+        "what gradients are taken of. Use out-of-place operations (x = x * s, masked_fill) "
+        "instead of in-place ones (x *= s, masked_fill_).",
         evidence="inputs-unchanged"),
     "dtype-changed": CodeText(
         "output dtype differs from the input dtype",
@@ -329,11 +330,15 @@ def _view(finding: Finding, plan: ProbePlan, released: Sequence[tuple[CheckSpec,
 def _render(finding: Finding, plan: ProbePlan,
             checks: Sequence[tuple[CheckSpec, CheckVerdict]]) -> str:
     text = CATALOGUE[finding.code]
-    first = plan.call(finding.calls[0]).describe if finding.calls else "your submission"
-    detail = finding.detail or _detail_from_checks(finding, checks, text.evidence)
+    first = finding.calls[0] if finding.calls else None
+    detail = finding.detail
+    if not detail and "{detail}" in text.message:
+        # A check's observation, told on the call it was made on: one of this finding's own.
+        first, detail = _detail_from_checks(finding, checks, text.evidence) or (first, "")
     if not finding.about_input:
         return _sentence(detail)
-    return text.message.format(input=first, detail=detail, variant=finding.variant)
+    described = plan.call(first).describe if first is not None else "your submission"
+    return text.message.format(input=described, detail=detail, variant=finding.variant)
 
 
 def _sentence(text: str) -> str:
@@ -342,11 +347,12 @@ def _sentence(text: str) -> str:
 
 
 def _detail_from_checks(finding: Finding, checks: Sequence[tuple[CheckSpec, CheckVerdict]],
-                        kind: str) -> str:
-    """The observation of a failed check on the finding's calls, preferring ``kind``."""
+                        kind: str) -> tuple[str, str] | None:
+    """(call, observation) of a failed check on one of the finding's own calls, preferring
+    checks of ``kind`` and the finding's first calls."""
     for _check, verdict in sorted(checks, key=lambda pair: pair[0].kind != kind):
-        if not verdict.passed and set(finding.calls) & set(verdict.failing_calls):
-            observation = verdict.observation
-            observation = observation.split(": ", 1)[1] if ": " in observation else observation
-            return observation.rstrip(".")
-    return ""
+        seen = dict(verdict.observations)
+        for call_id in finding.calls:
+            if call_id in seen:
+                return call_id, seen[call_id].rstrip(".")
+    return None

@@ -33,8 +33,8 @@ MISTAKES: list[KnownMistake] = [
                  "the query axis (dim=-2, or dim=2 of the (B, H, T, S) scores) instead of the "
                  "key axis (dim=-1)", excludes=_others(_AXES, "softmax-wrong-axis")),
     KnownMistake("softmax-heads-axis", "softmax-wrong-axis",
-                 "dim=1, which of the (B, H, T, S) scores is the heads axis: each (query, key) "
-                 "pair is normalised across heads", excludes=_others(_AXES, "softmax-heads-axis")),
+                 "dim=1, the heads axis of the (B, H, T, S) scores: each (query, key) pair is "
+                 "normalised across heads", excludes=_others(_AXES, "softmax-heads-axis")),
     KnownMistake("missing-scale", "missing-scale", "scores not divided by sqrt(head_dim)",
                  excludes=_others(_SCALES, "missing-scale") | {"heads-not-split"}),
     KnownMistake("wrong-scale-d-model", "wrong-scale", "scores are divided by sqrt(d_model)",
