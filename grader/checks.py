@@ -125,6 +125,9 @@ def structure_problem(got: Forward, want: Forward) -> str | None:
         wanted = {"tensor": "a tensor", "tuple[2]": "a tuple (output, weights)"}.get(
             want.structure, want.structure)
         return f"it returned {_describe_structure(got.structure)}, expected {wanted}."
+    if _swapped(got.outputs, want.outputs):
+        return ("it returned the two items the other way round: the contract is "
+                "(output, weights).")
     for index, (g, w) in enumerate(zip(got.outputs, want.outputs, strict=True)):
         if w is None:
             continue
@@ -134,6 +137,18 @@ def structure_problem(got: Forward, want: Forward) -> str | None:
             return (f"returned item {index} has shape {tuple(g.shape)}, "
                     f"expected {tuple(w.shape)}.")
     return None
+
+
+def _swapped(got: tuple[torch.Tensor | None, ...], want: tuple[torch.Tensor | None, ...]) -> bool:
+    """Whether a pair came back in the opposite order (recognised by shape, or by value where
+    both items have the same shape)."""
+    if len(got) != 2 or len(want) != 2 or any(t is None for t in (*got, *want)):
+        return False
+    g0, g1, w0, w1 = (t for t in (*got, *want) if t is not None)
+    if g0.shape == w0.shape and g1.shape == w1.shape:
+        return (w0.shape == w1.shape and not tensors_close(g0, w0)
+                and tensors_close(g0, w1) and tensors_close(g1, w0))
+    return g0.shape == w1.shape and g1.shape == w0.shape
 
 
 def _describe_structure(structure: str) -> str:

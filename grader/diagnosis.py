@@ -121,6 +121,9 @@ class _Explanation:
     attributed: Mapping[str, tuple[str, ...]]
     """Mistake id -> the departing calls it moves: a mistake's evidence is only those calls
     (with a pair, the calls only the other member moves are not this one's evidence)."""
+    variants: Mapping[str, Hypothesis]
+    """Per call, the switches the variant ran with to reproduce it (the hypothesis in the form
+    that matched): what its gradients are compared with."""
 
 
 def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
@@ -135,14 +138,21 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
             cache[key] = data.variant(hypothesis, call_id, False)
         return cache[key]
 
-    reproduced: dict[tuple[Hypothesis, str], bool] = {}
+    reproduced: dict[tuple[Hypothesis, str], Hypothesis | None] = {}
+    forms = {m.id: m.forms for m in data.mistakes if m.forms}
+
+    def reproducing_form(hypothesis: Hypothesis, call_id: str) -> Hypothesis | None:
+        """The hypothesis, in the first of its members' forms that reproduces the call."""
+        key = (hypothesis, call_id)
+        if key not in reproduced:
+            reproduced[key] = next(
+                (form for form in _forms_of(hypothesis, forms)
+                 if _reproduces(data, outcome, form, call_id)), None)
+        return reproduced[key]
 
     def reproduces(hypothesis: Hypothesis, call_id: str) -> bool:
         # The global pass, the group passes and the pair pruning ask the same questions again.
-        key = (hypothesis, call_id)
-        if key not in reproduced:
-            reproduced[key] = _reproduces(data, outcome, hypothesis, call_id)
-        return reproduced[key]
+        return reproducing_form(hypothesis, call_id) is not None
 
     affected: dict[tuple[str, str], bool] = {}
 
@@ -224,10 +234,13 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
                 attributed.setdefault(mistake_id, []).append(call_id)
         return {m: tuple(calls) for m, calls in attributed.items()}
 
+    def in_forms(by_call: Mapping[str, Hypothesis]) -> dict[str, Hypothesis]:
+        return {c: reproducing_form(h, c) or h for c, h in by_call.items()}
+
     for hypothesis in hypotheses:
         if explains(hypothesis, ordered):
             everywhere = {call_id: hypothesis for call_id in usable}
-            return _Explanation(everywhere, (), attribution(everywhere))
+            return _Explanation(everywhere, (), attribution(everywhere), in_forms(everywhere))
 
     by_call: dict[str, Hypothesis] = {}
     unexplained: list[str] = []
@@ -243,7 +256,15 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
         for call_id in group_calls:
             if not _matches_reference(call_id):
                 unexplained.append(call_id)
-    return _Explanation(by_call, tuple(unexplained), attribution(by_call))
+    return _Explanation(by_call, tuple(unexplained), attribution(by_call), in_forms(by_call))
+
+
+def _forms_of(hypothesis: Hypothesis, forms: Mapping[str, tuple[str, ...]]) -> Iterator[Hypothesis]:
+    """The hypothesis as written, then with each form switch of its members."""
+    yield hypothesis
+    for mistake_id in sorted(hypothesis):
+        for form in forms.get(mistake_id, ()):
+            yield hypothesis | {form}
 
 
 def _smallest_explanations(
@@ -354,7 +375,7 @@ def _gradient_findings(data: DiagnosisInput, explanation: _Explanation) -> list[
     # judged against a variant that mutates its inputs the same way, or not at all.
     mutated = {call_id for finding in _mutation_findings(data) for call_id in finding.calls}
     mutations = [m.id for m in data.mistakes if m.code == "input-mutated"]
-    for call_id, hypothesis in explanation.by_call.items():
+    for call_id, hypothesis in explanation.variants.items():
         student = data.student[call_id]
         if not any(forward.grads for forward in data.reference[call_id].forwards):
             continue

@@ -15,10 +15,15 @@ import torch
 
 from assignments.model import KnownMistake
 
-_SCALES = frozenset({"missing-scale", "wrong-scale-d", "wrong-scale-length"})
+_SCALES = frozenset({"missing-scale", "wrong-scale-d", "wrong-scale-length",
+                     "wrong-scale-inverse"})
 _MASKINGS = frozenset({"mask-ignored", "mask-fill-zero", "mask-after-softmax",
                        "mask-after-softmax-neginf"})
-_AXES = frozenset({"softmax-wrong-axis", "softmax-dim-1", "softmax-dim-2"})
+_AXES = frozenset({"softmax-wrong-axis", "softmax-dim-0", "softmax-dim-1", "softmax-dim-2"})
+# A form, not a mistake: blocked scores filled with a large finite number (-1e9) instead of
+# -inf. Identical when the softmax is over the keys; once it is over another axis, a slice with
+# every entry blocked is uniform with a finite fill and NaN with -inf.
+FINITE_FILL = "fill-finite"
 
 
 def _excluding(group: frozenset[str], own: str) -> frozenset[str]:
@@ -28,17 +33,20 @@ def _excluding(group: frozenset[str], own: str) -> frozenset[str]:
 MISTAKES: list[KnownMistake] = [
     KnownMistake("softmax-wrong-axis", "softmax-wrong-axis",
                  "the query axis (dim=-2) instead of the key axis (dim=-1)",
-                 excludes=_excluding(_AXES, "softmax-wrong-axis")),
+                 excludes=_excluding(_AXES, "softmax-wrong-axis"), forms=(FINITE_FILL,)),
+    KnownMistake("softmax-dim-0", "softmax-wrong-axis",
+                 "dim=0, the batch axis, instead of the key axis (dim=-1)",
+                 excludes=_excluding(_AXES, "softmax-dim-0"), forms=(FINITE_FILL,)),
     # Absolute axes are right or wrong depending on how many leading dims the input has: the
     # probes give 3-D and 4-D inputs, and the message names the axis each one hit.
     KnownMistake("softmax-dim-2", "softmax-wrong-axis",
                  "dim=2, a fixed axis: it is the key axis of 3-D scores (B, T, S) but the query "
                  "axis of 4-D scores (B, H, T, S), so inputs with a heads dimension go wrong",
-                 excludes=_excluding(_AXES, "softmax-dim-2")),
+                 excludes=_excluding(_AXES, "softmax-dim-2"), forms=(FINITE_FILL,)),
     KnownMistake("softmax-dim-1", "softmax-wrong-axis",
                  "dim=1, a fixed axis: it is the query axis of 3-D scores (B, T, S) and the "
                  "heads axis of 4-D scores (B, H, T, S), never the key axis",
-                 excludes=_excluding(_AXES, "softmax-dim-1")),
+                 excludes=_excluding(_AXES, "softmax-dim-1"), forms=(FINITE_FILL,)),
     KnownMistake("missing-scale", "missing-scale", "scores not divided by sqrt(D)",
                  excludes=_excluding(_SCALES, "missing-scale")),
     KnownMistake("wrong-scale-d", "wrong-scale",
@@ -48,6 +56,10 @@ MISTAKES: list[KnownMistake] = [
     KnownMistake("wrong-scale-length", "wrong-scale",
                  "scores are divided by sqrt(number of keys) instead of sqrt(D)",
                  excludes=_excluding(_SCALES, "wrong-scale-length")),
+    KnownMistake("wrong-scale-inverse", "wrong-scale",
+                 "scores are multiplied by sqrt(D) instead of divided by it (divided by a "
+                 "scale already defined as D ** -0.5)",
+                 excludes=_excluding(_SCALES, "wrong-scale-inverse")),
     KnownMistake("mask-inverted", "mask-inverted", "True read as blocked",
                  excludes=frozenset({"mask-ignored"})),
     KnownMistake("mask-ignored", "mask-ignored", "the mask is never applied",
@@ -108,6 +120,8 @@ def attention(
         scale = 1.0 / d
     elif "wrong-scale-length" in mistakes:
         scale = 1.0 / math.sqrt(k.shape[-2])
+    elif "wrong-scale-inverse" in mistakes:
+        scale = math.sqrt(d)
     if "input-mutated" in mistakes:
         q = q.mul_(scale)
         scale = 1.0
@@ -122,9 +136,11 @@ def attention(
     if "mask-fill-zero" in mistakes:
         scores = scores.masked_fill(~mask, 0.0)
     elif not mistakes & {"mask-ignored", "mask-after-softmax", "mask-after-softmax-neginf"}:
-        scores = scores.masked_fill(~mask, float("-inf"))
+        scores = scores.masked_fill(~mask, -1e9 if FINITE_FILL in mistakes else float("-inf"))
     if "softmax-wrong-axis" in mistakes:
         weights = torch.softmax(scores, dim=-2)
+    elif "softmax-dim-0" in mistakes:
+        weights = torch.softmax(scores, dim=0)
     elif "softmax-dim-2" in mistakes:
         weights = torch.softmax(scores, dim=2)
     elif "softmax-dim-1" in mistakes:
