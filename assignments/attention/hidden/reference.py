@@ -62,6 +62,10 @@ MISTAKES: list[KnownMistake] = [
                  excludes=_excluding(_SCALES, "wrong-scale-inverse")),
     KnownMistake("mask-inverted", "mask-inverted", "True read as blocked",
                  excludes=frozenset({"mask-ignored"})),
+    KnownMistake("mask-inverted-additive", "mask-inverted",
+                 "True read as blocked through an additive bias (scores + allowed * -1e9), which "
+                 "in float32 also swamps the scores it lands on",
+                 excludes=_MASKINGS | {"mask-inverted"}),
     KnownMistake("mask-ignored", "mask-ignored", "the mask is never applied",
                  excludes=(_MASKINGS | {"mask-inverted"}) - {"mask-ignored"}),
     KnownMistake("mask-fill-zero", "mask-fill-zero", "blocked scores set to 0, not -inf",
@@ -133,9 +137,12 @@ def attention(
     mask = torch.broadcast_to(mask, scores.shape)
     if "all-masked-row" not in mistakes and not bool(mask.any(dim=-1).all()):
         raise ValueError("a query row has no allowed key")
-    if "mask-fill-zero" in mistakes:
+    if "mask-inverted-additive" in mistakes:
+        scores = scores + mask.to(scores.dtype) * -1e9
+    elif "mask-fill-zero" in mistakes:
         scores = scores.masked_fill(~mask, 0.0)
-    elif not mistakes & {"mask-ignored", "mask-after-softmax", "mask-after-softmax-neginf"}:
+    elif not mistakes & {"mask-ignored", "mask-after-softmax", "mask-after-softmax-neginf",
+                         "mask-inverted-additive"}:
         scores = scores.masked_fill(~mask, -1e9 if FINITE_FILL in mistakes else float("-inf"))
     if "softmax-wrong-axis" in mistakes:
         weights = torch.softmax(scores, dim=-2)
