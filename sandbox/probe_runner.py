@@ -115,7 +115,8 @@ class _ForbiddenTrap(torch.overrides.TorchFunctionMode):
         trap = self
 
         def recording(*args: Any, **kwargs: Any) -> Any:
-            trap.called.add(dotted)
+            if not trap._inside:  # the outermost forbidden API is the one the student called
+                trap.called.add(dotted)
             trap._inside += 1
             try:
                 return original(*args, **kwargs)
