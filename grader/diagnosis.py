@@ -21,6 +21,7 @@ import torch
 from assignments import KnownMistake, ProbeCall, ProbePlan
 from grader.checks import input_positions, structure_problem
 from grader.compare import (
+    EVIDENCE_MARGIN,
     calls_match,
     forwards_match,
     grads_equivalent,
@@ -159,8 +160,9 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
     def affects(mistake_id: str, call_id: str) -> bool:
         key = (mistake_id, call_id)
         if key not in affected:
+            # Moved beyond the evidence margin: a call the mistake barely moves is no evidence.
             affected[key] = not calls_match(outcome(frozenset({mistake_id}), call_id),
-                                            data.reference[call_id])
+                                            data.reference[call_id], margin=EVIDENCE_MARGIN)
         return affected[key]
 
     def explains(hypothesis: Hypothesis, call_ids: list[str]) -> bool:
@@ -312,7 +314,13 @@ def _reproduces(data: DiagnosisInput, outcome: Callable[[Hypothesis, str], CallO
         student_fixed, variant_fixed = _deterministic(student), _deterministic(variant)
         if not (student_fixed and variant_fixed):
             return student_fixed == variant_fixed
-    return calls_match(student, variant, nan_is_wildcard=True)
+    if calls_match(student, variant, nan_is_wildcard=True):
+        return True
+    # Where the variant stays within the evidence margin of the reference, this call cannot
+    # tell them apart: a student near the reference is consistent with it (and no evidence).
+    reference = data.reference[call_id]
+    return bool(hypothesis) and calls_match(variant, reference, margin=EVIDENCE_MARGIN) and (
+        calls_match(student, reference, margin=EVIDENCE_MARGIN))
 
 
 def _reference_rejects(reference: CallOutcome) -> bool:
