@@ -338,7 +338,8 @@ def _render(finding: Finding, plan: ProbePlan,
     if not finding.about_input:
         return _sentence(detail)
     described = plan.call(first).describe if first is not None else "your submission"
-    return text.message.format(input=described, detail=detail, variant=finding.variant)
+    message = text.message.format(input=described, detail=detail, variant=finding.variant)
+    return message if message.endswith((".", "?")) else message + "."
 
 
 def _sentence(text: str) -> str:
