@@ -28,6 +28,10 @@ class KnownMistake:
     Mistakes that only touch gradients, dtypes or inputs are recognised from those directly."""
     excludes: frozenset[str] = frozenset()
     """Mistake ids that cannot co-occur with this one (they change the same line)."""
+    forms: tuple[str, ...] = ()
+    """Switches for other ways of writing the same mistake whose outputs differ (a finite fill
+    such as -1e9 instead of -inf, which only matters once the softmax axis is wrong). The
+    variant reproduces a call when it does in any of its forms; forms are never codes."""
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ class CheckVerdict:
     failing_calls: tuple[str, ...] = ()
     observation: str = ""
     """What was observed on the first failing call, on which input."""
+    observations: tuple[tuple[str, str], ...] = ()
+    """(call, what was observed there) for every failing call, without the input."""
 
 
 CallJudge = Callable[[ProbeCall, CallOutcome, CallOutcome, CheckContext], "str | None"]
@@ -49,6 +51,7 @@ def judge(check: CheckSpec, context: CheckContext, kinds: Mapping[str, CallJudge
     """Run a check over its calls."""
     judge_call = kinds[check.kind]
     failing: list[str] = []
+    observations: list[tuple[str, str]] = []
     first = ""
     judged = 0
     for call_id in check.calls:
@@ -60,11 +63,12 @@ def judge(check: CheckSpec, context: CheckContext, kinds: Mapping[str, CallJudge
         observation = _unusable(student, reference) or judge_call(call, student, reference, context)
         if observation is not None:
             failing.append(call_id)
+            observations.append((call_id, observation))
             first = first or f"On {call.describe}: {observation}"
     if not judged:
         return CheckVerdict(False, tuple(check.calls),
                             "every call raised, so nothing could be checked.")
-    return CheckVerdict(not failing, tuple(failing), first)
+    return CheckVerdict(not failing, tuple(failing), first, tuple(observations))
 
 
 # Kinds that can only judge calls that returned: the inputs-after of a call exist only then.
@@ -93,9 +97,7 @@ def _unusable(student: CallOutcome, reference: CallOutcome) -> str | None:
         return "the run ended before this call reported back."
     if student.status == "timeout":
         return "the call did not finish within its time budget."
-    if student.status == "missing":
-        return f"the submission does not define `{student.detail}`."
-    if student.status in {"interface", "invalid"}:
+    if student.status in {"missing", "interface", "invalid"}:
         return f"{student.detail}."
     for got, want in zip(student.forwards, reference.forwards, strict=False):
         if got.raised is not None and not (got.raised.value_error and want.raised is not None):
@@ -123,6 +125,9 @@ def structure_problem(got: Forward, want: Forward) -> str | None:
         wanted = {"tensor": "a tensor", "tuple[2]": "a tuple (output, weights)"}.get(
             want.structure, want.structure)
         return f"it returned {_describe_structure(got.structure)}, expected {wanted}."
+    if _swapped(got.outputs, want.outputs):
+        return ("it returned the two items the other way round: the contract is "
+                "(output, weights).")
     for index, (g, w) in enumerate(zip(got.outputs, want.outputs, strict=True)):
         if w is None:
             continue
@@ -132,6 +137,18 @@ def structure_problem(got: Forward, want: Forward) -> str | None:
             return (f"returned item {index} has shape {tuple(g.shape)}, "
                     f"expected {tuple(w.shape)}.")
     return None
+
+
+def _swapped(got: tuple[torch.Tensor | None, ...], want: tuple[torch.Tensor | None, ...]) -> bool:
+    """Whether a pair came back in the opposite order (recognised by shape, or by value where
+    both items have the same shape)."""
+    if len(got) != 2 or len(want) != 2 or any(t is None for t in (*got, *want)):
+        return False
+    g0, g1, w0, w1 = (t for t in (*got, *want) if t is not None)
+    if g0.shape == w0.shape and g1.shape == w1.shape:
+        return (w0.shape == w1.shape and not tensors_close(g0, w0)
+                and tensors_close(g0, w1) and tensors_close(g1, w0))
+    return g0.shape == w1.shape and g1.shape == w0.shape
 
 
 def _describe_structure(structure: str) -> str:

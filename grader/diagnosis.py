@@ -21,11 +21,13 @@ import torch
 from assignments import KnownMistake, ProbeCall, ProbePlan
 from grader.checks import input_positions, structure_problem
 from grader.compare import (
+    EVIDENCE_MARGIN,
     calls_match,
     forwards_match,
     grads_equivalent,
     is_zero,
     mutated_inputs,
+    tensors_close,
 )
 from grader.outcomes import CallOutcome, Forward
 
@@ -47,6 +49,8 @@ class Finding:
     """The known-mistake variant that reproduced it, when one did."""
     variant: str = ""
     """What that variant does, in words."""
+    about_input: bool = True
+    """False when the detail says it all whatever the input (a required name is missing)."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,6 @@ class DiagnosisInput:
     variant: VariantRunner
     lost_code: str = "runtime-error"
     """The code for calls that never reported back (how the run ended)."""
-    forbidden_static: tuple[str, ...] = ()
 
 
 def diagnose(data: DiagnosisInput) -> list[Finding]:
@@ -83,7 +86,8 @@ def _failure_findings(data: DiagnosisInput, findings: list[Finding]) -> list[str
         if code == "lost":
             code = data.lost_code
         if code:
-            findings.append(Finding(code, (call.id,), detail))
+            findings.append(Finding(code, (call.id,), detail,
+                                    about_input=student.status != "missing"))
         else:
             usable.append(call.id)
     return usable
@@ -115,6 +119,12 @@ class _Explanation:
 
     by_call: Mapping[str, Hypothesis]
     unexplained: tuple[str, ...]
+    attributed: Mapping[str, tuple[str, ...]]
+    """Mistake id -> the departing calls it moves: a mistake's evidence is only those calls
+    (with a pair, the calls only the other member moves are not this one's evidence)."""
+    variants: Mapping[str, Hypothesis]
+    """Per call, the switches the variant ran with to reproduce it (the hypothesis in the form
+    that matched): what its gradients are compared with."""
 
 
 def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
@@ -129,22 +139,30 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
             cache[key] = data.variant(hypothesis, call_id, False)
         return cache[key]
 
-    reproduced: dict[tuple[Hypothesis, str], bool] = {}
+    reproduced: dict[tuple[Hypothesis, str], Hypothesis | None] = {}
+    forms = {m.id: m.forms for m in data.mistakes if m.forms}
+
+    def reproducing_form(hypothesis: Hypothesis, call_id: str) -> Hypothesis | None:
+        """The hypothesis, in the first of its members' forms that reproduces the call."""
+        key = (hypothesis, call_id)
+        if key not in reproduced:
+            reproduced[key] = next(
+                (form for form in _forms_of(hypothesis, forms)
+                 if _reproduces(data, outcome, form, call_id)), None)
+        return reproduced[key]
 
     def reproduces(hypothesis: Hypothesis, call_id: str) -> bool:
         # The global pass, the group passes and the pair pruning ask the same questions again.
-        key = (hypothesis, call_id)
-        if key not in reproduced:
-            reproduced[key] = _reproduces(data, outcome, hypothesis, call_id)
-        return reproduced[key]
+        return reproducing_form(hypothesis, call_id) is not None
 
     affected: dict[tuple[str, str], bool] = {}
 
     def affects(mistake_id: str, call_id: str) -> bool:
         key = (mistake_id, call_id)
         if key not in affected:
+            # Moved beyond the evidence margin: a call the mistake barely moves is no evidence.
             affected[key] = not calls_match(outcome(frozenset({mistake_id}), call_id),
-                                            data.reference[call_id])
+                                            data.reference[call_id], margin=EVIDENCE_MARGIN)
         return affected[key]
 
     def explains(hypothesis: Hypothesis, call_ids: list[str]) -> bool:
@@ -152,7 +170,21 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
             return False
         if len(hypothesis) > 1 and not plausible(hypothesis, call_ids):
             return False
-        return all(reproduces(hypothesis, call_id) for call_id in call_ids)
+        return (all(reproduces(hypothesis, call_id) for call_id in call_ids)
+                and all(supported(m, call_ids) for m in hypothesis))
+
+    value_calls = [c.id for c in data.plan.calls if not _reference_rejects(data.reference[c.id])]
+
+    def supported(mistake_id: str, call_ids: list[str]) -> bool:
+        """A mistake that changes returned values is named only on such evidence: a call that
+        returned values where the student departs from the reference and the mistake moves the
+        outputs. Not rejecting an empty row is no evidence of, say, an inverted mask (which
+        would also not reject it): only mistakes that change nothing but the rejection
+        (no row check, no validation) rest on rejections alone."""
+        if any(c in value_calls and not _matches_reference(c) and affects(mistake_id, c)
+               for c in call_ids):
+            return True
+        return not any(affects(mistake_id, c) for c in value_calls)
 
     def evidence(call_id: str) -> bool:
         """A departure from the reference a mistake can be named by: the student returned
@@ -194,9 +226,23 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
     hypotheses = list(_hypotheses(searched))
     # Calls where the student differs from the reference go first: most hypotheses fail there.
     ordered = sorted(usable, key=_matches_reference)
+    def attribution(by_call: Mapping[str, Hypothesis]) -> dict[str, tuple[str, ...]]:
+        attributed: dict[str, list[str]] = {}
+        for call_id, hypothesis in by_call.items():
+            if _matches_reference(call_id):
+                continue
+            movers = [m for m in hypothesis if len(hypothesis) == 1 or affects(m, call_id)]
+            for mistake_id in movers or hypothesis:
+                attributed.setdefault(mistake_id, []).append(call_id)
+        return {m: tuple(calls) for m, calls in attributed.items()}
+
+    def in_forms(by_call: Mapping[str, Hypothesis]) -> dict[str, Hypothesis]:
+        return {c: reproducing_form(h, c) or h for c, h in by_call.items()}
+
     for hypothesis in hypotheses:
         if explains(hypothesis, ordered):
-            return _Explanation({call_id: hypothesis for call_id in usable}, ())
+            everywhere = {call_id: hypothesis for call_id in usable}
+            return _Explanation(everywhere, (), attribution(everywhere), in_forms(everywhere))
 
     by_call: dict[str, Hypothesis] = {}
     unexplained: list[str] = []
@@ -212,7 +258,15 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
         for call_id in group_calls:
             if not _matches_reference(call_id):
                 unexplained.append(call_id)
-    return _Explanation(by_call, tuple(unexplained))
+    return _Explanation(by_call, tuple(unexplained), attribution(by_call), in_forms(by_call))
+
+
+def _forms_of(hypothesis: Hypothesis, forms: Mapping[str, tuple[str, ...]]) -> Iterator[Hypothesis]:
+    """The hypothesis as written, then with each form switch of its members."""
+    yield hypothesis
+    for mistake_id in sorted(hypothesis):
+        for form in forms.get(mistake_id, ()):
+            yield hypothesis | {form}
 
 
 def _smallest_explanations(
@@ -260,7 +314,13 @@ def _reproduces(data: DiagnosisInput, outcome: Callable[[Hypothesis, str], CallO
         student_fixed, variant_fixed = _deterministic(student), _deterministic(variant)
         if not (student_fixed and variant_fixed):
             return student_fixed == variant_fixed
-    return calls_match(student, variant, nan_is_wildcard=True)
+    if calls_match(student, variant, nan_is_wildcard=True):
+        return True
+    # Where the variant stays within the evidence margin of the reference, this call cannot
+    # tell them apart: a student near the reference is consistent with it (and no evidence).
+    reference = data.reference[call_id]
+    return bool(hypothesis) and calls_match(variant, reference, margin=EVIDENCE_MARGIN) and (
+        calls_match(student, reference, margin=EVIDENCE_MARGIN))
 
 
 def _reference_rejects(reference: CallOutcome) -> bool:
@@ -291,12 +351,7 @@ def _raised_or_nan(outcome: CallOutcome) -> bool:
 
 
 def _value_findings(data: DiagnosisInput, explanation: _Explanation) -> list[Finding]:
-    by_mistake: dict[str, list[str]] = {}
-    for call_id, hypothesis in explanation.by_call.items():
-        if calls_match(data.student[call_id], data.reference[call_id]):
-            continue
-        for mistake_id in hypothesis:
-            by_mistake.setdefault(mistake_id, []).append(call_id)
+    by_mistake = explanation.attributed
     findings = []
     for mistake in data.mistakes:
         if mistake.id in by_mistake:
@@ -323,38 +378,66 @@ def _gradient_findings(data: DiagnosisInput, explanation: _Explanation) -> list[
     blocked: list[str] = []
     wrong: list[str] = []
     detail = ""
-    for call_id, hypothesis in explanation.by_call.items():
+    # An input changed in place changes what the gradients are taken of: that is the mutation's
+    # effect, described under its own code, not a second mistake. Such a call's gradients are
+    # judged against a variant that mutates its inputs the same way, or not at all.
+    mutated = {call_id for finding in _mutation_findings(data) for call_id in finding.calls}
+    mutations = [m.id for m in data.mistakes if m.code == "input-mutated"]
+    for call_id, hypothesis in explanation.variants.items():
         student = data.student[call_id]
         if not any(forward.grads for forward in data.reference[call_id].forwards):
             continue
         expected = (data.reference[call_id] if not hypothesis
                     else data.variant(hypothesis, call_id, True))
-        for got, want in zip(student.forwards, expected.forwards, strict=False):
-            if not want.grads:
+        candidates = [expected]
+        if call_id in mutated:
+            alike = [data.variant(hypothesis | {m}, call_id, True) for m in mutations]
+            candidates = [v for v in alike if _same_after(student, v)]
+            if not candidates:
                 continue
-            if got.backward == "no-graph":
-                blocked.append(call_id)
-                detail = detail or "the output is not connected to the inputs"
-                break
-            missing = [p for p, g in want.grads.items()
-                       if not is_zero(g) and is_zero(got.grads.get(p))]
-            if missing:
-                blocked.append(call_id)
-                detail = detail or "no gradient reaches " + ", ".join(
-                    f"`{_readable(data.plan.call(call_id), p)}`" for p in missing)
-                break
-            # Gradients through a changed dtype carry that dtype's rounding.
-            precision = torch.float32 if _dtype_changed(got, want) else None
-            if not all(grads_equivalent(got.grads.get(p), g, precision=precision)
-                       for p, g in want.grads.items()):
-                wrong.append(call_id)
-                break
+        verdicts = [_gradient_verdict(data.plan.call(call_id), student, c) for c in candidates]
+        first = verdicts[0]
+        if first is None or any(verdict is None for verdict in verdicts):
+            continue
+        kind, text = first
+        (blocked if kind == "blocked" else wrong).append(call_id)
+        detail = detail or text
     findings = []
     if blocked:
         findings.append(Finding("gradient-blocked", tuple(blocked), detail))
     if wrong:
         findings.append(Finding("gradient-wrong", tuple(wrong)))
     return findings
+
+
+def _gradient_verdict(call: ProbeCall, student: CallOutcome,
+                      expected: CallOutcome) -> tuple[str, str] | None:
+    """``("blocked", detail)``, ``("wrong", "")`` or None when the gradients are as expected."""
+    for got, want in zip(student.forwards, expected.forwards, strict=False):
+        if not want.grads:
+            continue
+        if got.backward == "no-graph":
+            return "blocked", "the output is not connected to the inputs"
+        missing = [p for p, g in want.grads.items()
+                   if not is_zero(g) and is_zero(got.grads.get(p))]
+        if missing:
+            return "blocked", "no gradient reaches " + ", ".join(
+                f"`{_readable(call, p)}`" for p in missing)
+        # Gradients through a changed dtype carry that dtype's rounding.
+        precision = torch.float32 if _dtype_changed(got, want) else None
+        if not all(grads_equivalent(got.grads.get(p), g, precision=precision)
+                   for p, g in want.grads.items()):
+            return "wrong", ""
+    return None
+
+
+def _same_after(student: CallOutcome, variant: CallOutcome) -> bool:
+    """Whether both left the call's input tensors in the same state."""
+    pairs = list(zip(student.forwards, variant.forwards, strict=False))
+    return bool(pairs) and all(
+        got.after.keys() == want.after.keys()
+        and all(tensors_close(got.after[p], want.after[p]) for p in got.after)
+        for got, want in pairs)
 
 
 def _dtype_changed(got: Forward, want: Forward) -> bool:
@@ -389,16 +472,20 @@ def _mutation_findings(data: DiagnosisInput) -> list[Finding]:
 
 
 def _forbidden_findings(data: DiagnosisInput) -> list[Finding]:
+    """The calls in which the run-time trap saw a forbidden API: only those are its evidence.
+
+    A reference in the text that no call reached (a dead branch, a CUDA-only path) costs
+    nothing; neither does a name the submission defines itself.
+    """
     calls = tuple(call.id for call in data.plan.calls if data.student[call.id].forbidden)
-    names = sorted({name for call_id in calls for name in data.student[call_id].forbidden}
-                   | set(data.forbidden_static))
-    if not calls and not data.forbidden_static:
-        return []
     if not calls:
-        # Named in the source but never seen at run time (an alias the trap does not cover):
-        # every call may have used it.
-        calls = tuple(call.id for call in data.plan.calls)
-    return [Finding("forbidden-api", calls, ", ".join(f"`{_api(n)}`" for n in names))]
+        return []
+    names = sorted({_api(name) for call_id in calls for name in data.student[call_id].forbidden})
+    apis = ", ".join(f"`{n}`" for n in names)
+    total = len(data.plan.calls)
+    reached = "every probe call" if len(calls) == total else (
+        f"{len(calls)} of the {total} probe calls")
+    return [Finding("forbidden-api", calls, f"{apis} (reached on {reached})")]
 
 
 def _api(dotted: str) -> str:
@@ -455,5 +542,6 @@ def _merge(findings: list[Finding]) -> list[Finding]:
         calls = known.calls + tuple(c for c in finding.calls if c not in known.calls)
         merged[finding.code] = Finding(finding.code, calls, known.detail or finding.detail,
                                        known.mistake or finding.mistake,
-                                       known.variant or finding.variant)
+                                       known.variant or finding.variant,
+                                       known.about_input and finding.about_input)
     return list(merged.values())

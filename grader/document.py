@@ -23,6 +23,8 @@ class RunFacts:
     stderr: str = ""
     output_truncated: bool = False
     phases: dict[str, float] = field(default_factory=dict)
+    forbidden: dict[str, Any] = field(default_factory=dict)
+    """Forbidden APIs: the calls that reached one, and the references in the text."""
 
 
 def build_document(
@@ -65,6 +67,7 @@ def build_document(
             "stdout": facts.stdout,
             "stderr": facts.stderr,
             "output_truncated": facts.output_truncated,
+            **({"forbidden": facts.forbidden} if facts.forbidden else {}),
         },
     }
 

@@ -7,8 +7,10 @@ revisit, never at the solution's code.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from assignments.spec import Visibility
 
 if TYPE_CHECKING:  # types only: the catalogue is read by the web process, which has no torch
     from assignments import CheckSpec, ProbePlan
@@ -31,8 +33,7 @@ class CodeText:
 CATALOGUE: Mapping[str, CodeText] = {
     "softmax-wrong-axis": CodeText(
         "softmax over the wrong axis",
-        "On {input}, your weights are normalised over the queries instead of over the keys: "
-        "each column sums to 1, not each row.",
+        "On {input}, your outputs match a softmax over {variant}.",
         "Each query distributes its attention over the keys. Which axis of the score matrix "
         "(..., T, S) indexes the keys?", evidence="weights-sum-to-one"),
     "missing-scale": CodeText(
@@ -58,14 +59,14 @@ CATALOGUE: Mapping[str, CodeText] = {
         "of a non in-place fill is kept."),
     "mask-after-softmax": CodeText(
         "mask applied after softmax",
-        "On {input}, blocked keys get zero weight but the remaining weights of a query no "
-        "longer sum to 1 ({detail}): the mask was applied after normalising.",
+        "On {input}, your outputs match attention with the mask applied after softmax: "
+        "{variant}.",
         "Masking must happen to the scores, before softmax, so that the allowed keys share the "
         "whole probability mass.", evidence="weights-sum-to-one"),
     "mask-fill-zero": CodeText(
         "blocked scores set to 0",
-        "On {input}, blocked keys still receive weight ({detail}): their scores were set to 0, "
-        "which is an ordinary score, not 'impossible'.",
+        "On {input}, your outputs match attention whose blocked scores were set to 0 (or "
+        "another ordinary value) instead of -inf, so blocked keys keep some weight.",
         "exp(0) = 1. Which score value makes softmax give a key exactly zero weight?",
         evidence="blocked-keys-zero"),
     "all-masked-row": CodeText(
@@ -88,9 +89,11 @@ CATALOGUE: Mapping[str, CodeText] = {
         "forward.", evidence="gradients-match"),
     "input-mutated": CodeText(
         "an input was modified",
-        "On {input}, your function changed {detail} in place.",
-        "Callers do not expect their tensors to change. Use out-of-place operations "
-        "(x = x * s, masked_fill) instead of in-place ones (x *= s, masked_fill_).",
+        "On {input}, your function changed {detail} in place: the caller's tensor no longer "
+        "holds what they passed in.",
+        "Callers do not expect their tensors to change, and an in-place change also changes "
+        "what gradients are taken of. Use out-of-place operations (x = x * s, masked_fill) "
+        "instead of in-place ones (x *= s, masked_fill_).",
         evidence="inputs-unchanged"),
     "dtype-changed": CodeText(
         "output dtype differs from the input dtype",
@@ -155,8 +158,8 @@ CATALOGUE: Mapping[str, CodeText] = {
         "ValueError.", evidence="raises-value-error"),
     "forbidden-api": CodeText(
         "forbidden API used",
-        "Your submission uses {detail}, which this assignment forbids: the checks where it "
-        "was used score 0.",
+        "Your submission calls {detail}, which this assignment forbids: the checks of those "
+        "calls score 0, the others keep their points. First seen on {input}.",
         "The lab is to build attention yourself from matrix products, a mask and softmax."),
     "wrong-output": CodeText(
         "wrong output",
@@ -196,45 +199,163 @@ SUMMARY_ALL_PASSED = "All visible checks passed."
 
 
 @dataclass(frozen=True)
+class DiagnosisView:
+    """A diagnosis as a student sees it while some checks are held back: only the released
+    checks, and a message that cites only their evidence."""
+
+    message: str
+    tests: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     code: str
     message: str
     hint: str
     tests: tuple[str, ...]
+    views: Mapping[str, DiagnosisView | None] = field(default_factory=dict)
+    """By release tier (``visible``: only visible checks released; ``after_due_date``: those
+    and the due-date ones), where the view differs from the full one; None: hidden there."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, "hint": self.hint,
-                "tests": list(self.tests)}
+        document: dict[str, Any] = {"code": self.code, "message": self.message,
+                                    "hint": self.hint, "tests": list(self.tests)}
+        if self.views:
+            document["views"] = {
+                tier: None if view is None else {"message": view.message,
+                                                 "tests": list(view.tests)}
+                for tier, view in self.views.items()}
+        return document
+
+
+# What each release tier shows, from the most restricted up; everything is shown once results
+# are published (service.visibility decides which tier a student is in).
+RELEASE_TIERS: tuple[tuple[str, frozenset[Visibility]], ...] = (
+    ("visible", frozenset({Visibility.VISIBLE})),
+    ("after_due_date", frozenset({Visibility.VISIBLE, Visibility.AFTER_DUE_DATE})),
+)
 
 
 def diagnoses_from(findings: Sequence[Finding], plan: ProbePlan,
                    checks: Sequence[tuple[CheckSpec, CheckVerdict]]) -> list[Diagnosis]:
-    """Put findings into words, each tied to the failed checks its evidence calls belong to."""
+    """Put findings into words, each tied to the failed checks its evidence calls belong to.
+
+    ``wrong-output`` is the last resort: it is not put on a check whose failing calls other
+    findings already explain.
+    """
+    explained = {c for f in findings if f.code != "wrong-output" for c in f.calls}
     diagnoses = []
     for finding in findings:
-        text = CATALOGUE[finding.code]
-        first = plan.call(finding.calls[0]).describe if finding.calls else "your submission"
-        detail = finding.detail or _detail_from_checks(finding, checks, text.evidence)
-        tests = tuple(
-            check.number for check, verdict in checks
-            if set(finding.calls) & set(verdict.failing_calls)
-            or (finding.code == "forbidden-api" and set(finding.calls) & set(check.calls))
-        )
-        diagnoses.append(Diagnosis(
-            finding.code,
-            text.message.format(input=first, detail=detail, variant=finding.variant),
-            text.hint,
-            tests,
-        ))
+        tests = _tests_of(finding, checks, explained)
+        views: dict[str, DiagnosisView | None] = {}
+        for tier, shown in RELEASE_TIERS:
+            released = [(c, v) for c, v in checks if c.visibility in shown]
+            view_tests = _tests_of(finding, released, explained)
+            view = (_view(finding, plan, released, view_tests)
+                    if view_tests or not tests else None)
+            if view is None or view != DiagnosisView(_render(finding, plan, checks), tests):
+                views[tier] = view
+        diagnoses.append(Diagnosis(finding.code, _render(finding, plan, checks),
+                                   CATALOGUE[finding.code].hint, tests, views))
     return diagnoses
 
 
+def with_fallback(diagnoses: list[Diagnosis],
+                  verdicts: Sequence[tuple[CheckSpec, CheckVerdict]]) -> list[Diagnosis]:
+    """Every failed check carries at least one code: wrong-output when nothing else explains it."""
+    untagged = [(check, verdict) for check, verdict in verdicts
+                if not verdict.passed and not any(check.number in d.tests for d in diagnoses)]
+    if not untagged:
+        return diagnoses
+    text = CATALOGUE["wrong-output"]
+
+    def told(checks: Sequence[tuple[CheckSpec, CheckVerdict]], known: Diagnosis | None,
+             known_tests: tuple[str, ...]) -> DiagnosisView | None:
+        tests = known_tests + tuple(c.number for c, _ in checks if c.number not in known_tests)
+        if not tests:
+            return None
+        if known is not None:
+            return DiagnosisView(known.message, tests)
+        observation = checks[0][1].observation
+        return DiagnosisView(observation or text.message.format(input="the probe inputs"),
+                             tests)
+
+    index = next((i for i, d in enumerate(diagnoses) if d.code == "wrong-output"), None)
+    known = diagnoses[index] if index is not None else None
+    full = told(untagged, known, known.tests if known else ())
+    assert full is not None
+    views: dict[str, DiagnosisView | None] = {}
+    for tier, shown in RELEASE_TIERS:
+        released = [(c, v) for c, v in untagged if c.visibility in shown]
+        base = known.views.get(tier, DiagnosisView(known.message, known.tests)) if known else None
+        view = told(released, known if base is not None else None,
+                    base.tests if base is not None else ())
+        if base is not None and view is not None:
+            view = DiagnosisView(base.message, view.tests)
+        if view != full:
+            views[tier] = view
+    fallback = Diagnosis("wrong-output", full.message, text.hint, full.tests, views)
+    if index is None:
+        return [*diagnoses, fallback]
+    return [*diagnoses[:index], fallback, *diagnoses[index + 1:]]
+
+
+def _tests_of(finding: Finding, checks: Sequence[tuple[CheckSpec, CheckVerdict]],
+              explained: set[str]) -> tuple[str, ...]:
+    tests = []
+    for check, verdict in checks:
+        failing = set(verdict.failing_calls)
+        if finding.code == "forbidden-api":
+            if set(finding.calls) & set(check.calls):
+                tests.append(check.number)
+        elif set(finding.calls) & failing:
+            if finding.code == "wrong-output" and failing <= explained:
+                continue
+            tests.append(check.number)
+    return tuple(tests)
+
+
+def _view(finding: Finding, plan: ProbePlan, released: Sequence[tuple[CheckSpec, CheckVerdict]],
+          tests: tuple[str, ...]) -> DiagnosisView:
+    """The finding told from the evidence of the released checks only."""
+    numbers = set(tests)
+    shown_calls = {c for check, verdict in released if check.number in numbers
+                   for c in (check.calls if finding.code == "forbidden-api"
+                             else verdict.failing_calls)}
+    calls = tuple(c for c in finding.calls if c in shown_calls) or finding.calls
+    detail = finding.detail if calls[:1] == finding.calls[:1] else ""
+    restricted = Finding(finding.code, calls, detail, finding.mistake, finding.variant,
+                         finding.about_input)
+    return DiagnosisView(_render(restricted, plan, released), tests)
+
+
+def _render(finding: Finding, plan: ProbePlan,
+            checks: Sequence[tuple[CheckSpec, CheckVerdict]]) -> str:
+    text = CATALOGUE[finding.code]
+    first = finding.calls[0] if finding.calls else None
+    detail = finding.detail
+    if not detail and "{detail}" in text.message:
+        # A check's observation, told on the call it was made on: one of this finding's own.
+        first, detail = _detail_from_checks(finding, checks, text.evidence) or (first, "")
+    if not finding.about_input:
+        return _sentence(detail)
+    described = plan.call(first).describe if first is not None else "your submission"
+    message = text.message.format(input=described, detail=detail, variant=finding.variant)
+    return message if message.endswith((".", "?")) else message + "."
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return (text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")) if text else text
+
+
 def _detail_from_checks(finding: Finding, checks: Sequence[tuple[CheckSpec, CheckVerdict]],
-                        kind: str) -> str:
-    """The observation of a failed check on the finding's calls, preferring ``kind``."""
+                        kind: str) -> tuple[str, str] | None:
+    """(call, observation) of a failed check on one of the finding's own calls, preferring
+    checks of ``kind`` and the finding's first calls."""
     for _check, verdict in sorted(checks, key=lambda pair: pair[0].kind != kind):
-        if not verdict.passed and set(finding.calls) & set(verdict.failing_calls):
-            observation = verdict.observation
-            observation = observation.split(": ", 1)[1] if ": " in observation else observation
-            return observation.rstrip(".")
-    return ""
+        seen = dict(verdict.observations)
+        for call_id in finding.calls:
+            if call_id in seen:
+                return call_id, seen[call_id].rstrip(".")
+    return None

@@ -271,7 +271,8 @@ def outcome_from_record(record: Mapping[str, Any],
     status = record.get("status")
     forbidden = _strings(record.get("forbidden"))
     if status in {"missing", "interface"}:
-        detail = record.get("missing") if status == "missing" else record.get("interface")
+        detail = (f"the submission does not define `{_text(record.get('missing'), 80)}`"
+                  if status == "missing" else record.get("interface"))
         return CallOutcome(call_id, str(status), forbidden=forbidden, detail=_text(detail, 300))
     if status not in {"ok", "raised", "timeout"}:
         raise _Invalid(f"unknown status {status!r}")

@@ -5,6 +5,7 @@ precheck -> probe plan -> sandbox run -> validate -> reference -> checks -> diag
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -17,7 +18,8 @@ from assignments.model import Namespace
 from grader.checks import CheckContext, CheckVerdict, check_kinds, judge
 from grader.diagnosis import DiagnosisInput, Finding, diagnose, with_defining_checks
 from grader.document import RunFacts, build_document, unrunnable_document
-from grader.feedback import CATALOGUE, Diagnosis, diagnoses_from
+from grader.feedback import Diagnosis, diagnoses_from, with_fallback
+from grader.interface import missing_name_detail
 from grader.outcomes import (
     CallOutcome,
     SubmissionRun,
@@ -25,7 +27,7 @@ from grader.outcomes import (
     run_call_in_process,
     run_in_process,
 )
-from grader.source import check_sources, forbidden_names, normalise_files
+from grader.source import check_sources, forbidden_references, normalise_files
 from sandbox import Job, SandboxBackend, SandboxUnavailable, Termination
 
 _LOST_CODES = {
@@ -73,11 +75,13 @@ class GradingPipeline:
 
         mark = time.perf_counter()
         run = parse_run(result, plan)
+        run = _explain_missing_names(run, plan, files, assignment)
         phases.update({f"sandbox.{name}": seconds for name, seconds in run.timings.items()})
         facts = RunFacts(seed=seed, backend=self.backend.name,
                          termination=result.termination.value,
                          sandbox_seconds=result.wall_seconds, stdout=run.stdout,
-                         stderr=run.stderr, output_truncated=run.output_truncated, phases=phases)
+                         stderr=run.stderr, output_truncated=run.output_truncated, phases=phases,
+                         forbidden=_forbidden_record(run, files, assignment))
         early = _import_failure(run)
         if early is not None:
             phases["compare"] = time.perf_counter() - mark
@@ -85,7 +89,6 @@ class GradingPipeline:
                                        time.perf_counter() - started)
         scored, diagnoses = judge_outcomes(
             assignment, plan, run.calls,
-            forbidden_static=forbidden_names(files, assignment.forbidden_apis),
             lost_code=_lost_code(run),
             extra_findings=_run_findings(run, plan.calls[0].id if plan.calls else ""),
         )
@@ -104,7 +107,6 @@ def judge_outcomes(
     plan: ProbePlan,
     student: Mapping[str, CallOutcome],
     *,
-    forbidden_static: tuple[str, ...] = (),
     lost_code: str = "runtime-error",
     extra_findings: Sequence[Finding] = (),
 ) -> tuple[list[ScoredCheck], list[Diagnosis]]:
@@ -128,12 +130,11 @@ def judge_outcomes(
         mistakes=assignment.mistakes,
         variant=variant,
         lost_code=lost_code,
-        forbidden_static=forbidden_static,
     ))
     findings = with_defining_checks(
         [*findings, *extra_findings], plan,
         [(check.kind, verdict.failing_calls) for check, verdict in verdicts])
-    diagnoses = _with_fallback(diagnoses_from(findings, plan, verdicts), verdicts)
+    diagnoses = with_fallback(diagnoses_from(findings, plan, verdicts), verdicts)
     scored = [(check, verdict, _score(check, verdict, findings)) for check, verdict in verdicts]
     return scored, diagnoses
 
@@ -161,6 +162,32 @@ def _import_failure(run: SubmissionRun) -> tuple[str, str] | None:
     return None
 
 
+def _explain_missing_names(run: SubmissionRun, plan: ProbePlan, files: Mapping[str, bytes],
+                           assignment: Assignment) -> SubmissionRun:
+    """Say what was expected and what the file defines where a required name was missing."""
+    missing = {call_id for call_id, outcome in run.calls.items() if outcome.status == "missing"}
+    if not missing:
+        return run
+    reference = assignment.reference(frozenset())
+    calls = dict(run.calls)
+    for call_id in missing:
+        name = str(plan.call(call_id).spec.get("target", ""))
+        calls[call_id] = dataclasses.replace(calls[call_id], detail=missing_name_detail(
+            name, files, assignment.entry, reference))
+    return dataclasses.replace(run, calls=calls)
+
+
+def _forbidden_record(run: SubmissionRun, files: Mapping[str, bytes],
+                      assignment: Assignment) -> dict[str, Any]:
+    """For the instructor: which calls reached a forbidden API, and what the text refers to."""
+    return {
+        "calls": {call_id: list(outcome.forbidden) for call_id, outcome in run.calls.items()
+                  if outcome.forbidden},
+        "at_import": list(run.forbidden_at_import),
+        "references": list(forbidden_references(files, assignment.forbidden_apis)),
+    }
+
+
 def _nothing_ran(run: SubmissionRun) -> bool:
     return all(outcome.status == "lost" for outcome in run.calls.values())
 
@@ -186,21 +213,3 @@ def _score(check: CheckSpec, verdict: CheckVerdict, findings: list[Finding]) -> 
     if any(set(f.calls) & set(check.calls) for f in forbidden):
         return 0.0
     return check.points
-
-
-def _with_fallback(diagnoses: list[Diagnosis],
-                   verdicts: list[tuple[CheckSpec, CheckVerdict]]) -> list[Diagnosis]:
-    """Every failed check carries at least one code: wrong-output when nothing else explains it."""
-    untagged = [check.number for check, verdict in verdicts
-                if not verdict.passed and not any(check.number in d.tests for d in diagnoses)]
-    if not untagged:
-        return diagnoses
-    for index, diagnosis in enumerate(diagnoses):
-        if diagnosis.code == "wrong-output":
-            diagnoses[index] = Diagnosis(diagnosis.code, diagnosis.message, diagnosis.hint,
-                                         diagnosis.tests + tuple(untagged))
-            return diagnoses
-    observation = next(v.observation for c, v in verdicts if c.number == untagged[0])
-    text = CATALOGUE["wrong-output"]
-    message = observation or text.message.format(input="the probe inputs")
-    return [*diagnoses, Diagnosis("wrong-output", message, text.hint, tuple(untagged))]

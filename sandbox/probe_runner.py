@@ -68,13 +68,43 @@ class CallTimeout(BaseException):
     """
 
 
-class _ForbiddenTrap:
-    """Records calls of forbidden APIs while delegating to them (the student is not crashed on)."""
+# The kernels and helpers the forbidden public APIs dispatch to: a submission that calls one of
+# them directly (``torch._scaled_dot_product_flash_attention_for_cpu``, ``torch.ops.aten...``,
+# ``F.multi_head_attention_forward``) uses the forbidden API as much as one that calls it by name.
+UNDERLYING_KERNELS = {
+    "scaled_dot_product_attention": (
+        "scaled_dot_product_attention", "_fused_sdp_choice", "_scaled_dot_product_attention_math",
+        "_scaled_dot_product_attention_math_for_mps", "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_fused_attention_overrideable",
+        "_triton_scaled_dot_attention"),
+    "MultiheadAttention": (
+        "multi_head_attention_forward", "_native_multi_head_attention",
+        "_triton_multi_head_attention"),
+}
+
+
+class _ForbiddenTrap(torch.overrides.TorchFunctionMode):
+    """Records calls of forbidden APIs while delegating to them (the student is not crashed on).
+
+    Two nets: the listed attributes are wrapped (a method such as ``MultiheadAttention.forward``
+    is no torch function), and, as a torch function mode, every torch function the submission
+    calls is seen by name, so the forbidden functions and the ATen kernels under them are
+    recorded however they were reached (an alias, ``torch.ops.aten``, the original behind a
+    wrapper). Inside a wrapped API the mode records nothing more: one call, one name.
+    """
 
     def __init__(self, dotted_names: list[str]) -> None:
+        super().__init__()
         self.called: set[str] = set()
+        self._inside = 0
+        self._kernels: dict[str, str] = {}
         for dotted in dotted_names:
             self._install(dotted)
+            for kernels in underlying_kernels(dotted):
+                if kernels:
+                    self._kernels.update({kernel: _kernel_path(kernel, dotted)
+                                          for kernel in kernels})
 
     def _install(self, dotted: str) -> None:
         owner_path, _, attribute = dotted.rpartition(".")
@@ -85,16 +115,55 @@ class _ForbiddenTrap:
         trap = self
 
         def recording(*args: Any, **kwargs: Any) -> Any:
-            trap.called.add(dotted)
-            return original(*args, **kwargs)
+            if not trap._inside:  # the outermost forbidden API is the one the student called
+                trap.called.add(dotted)
+            trap._inside += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                trap._inside -= 1
 
         with contextlib.suppress(AttributeError, TypeError):
             setattr(owner, attribute, recording)
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        if not self._inside:
+            name = _function_name(func)
+            if name in self._kernels:
+                self.called.add(self._kernels[name])
+        return func(*args, **(kwargs or {}))
 
     def take(self) -> list[str]:
         called = sorted(self.called)
         self.called.clear()
         return called
+
+
+def underlying_kernels(api: str) -> list[tuple[str, ...]]:
+    """The kernel names under a forbidden API (by the family named in its dotted path)."""
+    return [kernels for family, kernels in UNDERLYING_KERNELS.items()
+            if family in api.split(".")]
+
+
+def _kernel_path(kernel: str, api: str) -> str:
+    """How a kernel is reported: the API itself by its listed name, others where they live."""
+    if api.rsplit(".", 1)[-1] == kernel:
+        return api
+    if kernel == "multi_head_attention_forward":
+        return "torch.nn.functional.multi_head_attention_forward"
+    return f"torch.{kernel}"
+
+
+def _function_name(func: Any) -> str:
+    """The bare name of a torch function or ATen overload (``aten.x.default`` -> ``x``)."""
+    name = getattr(func, "__name__", "")
+    if not isinstance(name, str):
+        return ""
+    overload = getattr(func, "_overloadpacket", None)
+    if overload is not None:
+        name = str(getattr(overload, "__name__", name))
+    return name
 
 
 def _resolve(dotted: str) -> Any:
@@ -467,8 +536,10 @@ class _EventStream:
             name = f"{self._count:04d}.safetensors"
             self._count += 1
             try:
+                # Copies: a returned input (``return q``) shares memory with the input handed
+                # back after the call, which safetensors refuses to write.
                 save_file(
-                    {key: value.contiguous() for key, value in tensors.items()},
+                    {key: value.contiguous().clone() for key, value in tensors.items()},
                     os.path.join(self._out_dir, TENSORS_DIR, name),
                 )
                 event["tensors"] = f"{TENSORS_DIR}/{name}"
@@ -561,6 +632,7 @@ def main(argv: list[str]) -> None:
     current: dict[str, Any] = {}
     budget = _CallBudget(float(plan["call_timeout"]), hard_limit)
     trap = _ForbiddenTrap(list(plan.get("forbidden", [])))
+    trap.__enter__()  # type: ignore[no-untyped-call]  # for the life of the process: it ends by hard_exit
 
     _limit_address_space(plan.get("memory_bytes"))
     sys.path.insert(0, submission_dir)

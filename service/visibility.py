@@ -34,11 +34,15 @@ def student_view(document: Mapping[str, Any], *, now: datetime, due_at: datetime
         t["visibility"], now=now, due_at=due_at, results_published=results_published)]
     numbers = {t["number"] for t in shown}
     withheld = len(document["tests"]) - len(shown)
+    tier = _tier(now=now, due_at=due_at, results_published=results_published)
     diagnoses = []
     for diagnosis in document["diagnoses"]:
-        tests = [n for n in diagnosis["tests"] if n in numbers]
+        told = _as_told(diagnosis, tier)
+        if told is None:
+            continue
+        tests = [n for n in told["tests"] if n in numbers]
         if tests or not diagnosis["tests"]:
-            diagnoses.append({**diagnosis, "tests": tests})
+            diagnoses.append({**told, "tests": tests})
     score = round(sum(t["score"] for t in shown), 4)
     max_score = round(sum(t["max_score"] for t in shown), 4)
     meta = document.get("autograde", {})
@@ -52,6 +56,28 @@ def student_view(document: Mapping[str, Any], *, now: datetime, due_at: datetime
         "withheld_checks": withheld,
         "autograde": {key: meta[key] for key in _STUDENT_META if key in meta},
     }
+
+
+def _tier(*, now: datetime, due_at: datetime | None, results_published: bool) -> str | None:
+    """Which release tier of feedback.RELEASE_TIERS a student is in; None: everything."""
+    released_levels = {level for level in ("after_due_date", "hidden") if released(
+        level, now=now, due_at=due_at, results_published=results_published)}
+    if "hidden" in released_levels:
+        return None
+    return "after_due_date" if "after_due_date" in released_levels else "visible"
+
+
+def _as_told(diagnosis: Mapping[str, Any], tier: str | None) -> dict[str, Any] | None:
+    """The diagnosis as the tier may read it (message and tests of its released evidence only),
+    or None when it rests only on checks still held back."""
+    told = {key: value for key, value in diagnosis.items() if key != "views"}
+    views = diagnosis.get("views")
+    if tier is None or not isinstance(views, Mapping) or tier not in views:
+        return told
+    view = views[tier]
+    if not isinstance(view, Mapping):
+        return None
+    return {**told, "message": view.get("message", ""), "tests": list(view.get("tests", []))}
 
 
 def _summary(score: float, max_score: float, shown: list[dict[str, Any]],

@@ -16,9 +16,18 @@ from torch.nn import functional as F
 from assignments.model import KnownMistake
 
 _SPLITS = frozenset({"reshape-without-transpose", "heads-not-split"})
-_SCALES = frozenset({"missing-scale", "wrong-scale-d-model"})
+_SCALES = frozenset({"missing-scale", "wrong-scale-d-model", "wrong-scale-head-dim",
+                     "wrong-scale-inverse", "wrong-scale-num-heads"})
+_PADDING = frozenset({"padding-ignored", "padding-inverted", "padding-after-softmax",
+                      "input-mutated"})
 _CAUSAL = frozenset({"causal-leak", "causal-upper-triangle", "causal-off-by-one"})
 _MASKS = frozenset({"mask-inverted", "mask-ignored"})
+# Ways of applying every mask (attention, padding, causal) wrongly: one at a time.
+_FILLS = frozenset({"mask-fill-zero", "mask-after-softmax", "mask-after-softmax-neginf"})
+_AXES = frozenset({"softmax-wrong-axis", "softmax-heads-axis"})
+# A form, not a mistake: blocked scores filled with -1e9 instead of -inf. Identical with the
+# softmax over the keys; over another axis a fully blocked slice is uniform instead of NaN.
+FINITE_FILL = "fill-finite"
 
 
 def _others(group: frozenset[str], own: str) -> frozenset[str]:
@@ -26,11 +35,38 @@ def _others(group: frozenset[str], own: str) -> frozenset[str]:
 
 
 MISTAKES: list[KnownMistake] = [
-    KnownMistake("softmax-wrong-axis", "softmax-wrong-axis", "softmax over the query axis"),
+    KnownMistake("softmax-wrong-axis", "softmax-wrong-axis",
+                 "the query axis (dim=-2, or dim=2 of the (B, H, T, S) scores) instead of the "
+                 "key axis (dim=-1)", excludes=_others(_AXES, "softmax-wrong-axis"),
+                 forms=(FINITE_FILL,)),
+    KnownMistake("softmax-heads-axis", "softmax-wrong-axis",
+                 "dim=1, the heads axis of the (B, H, T, S) scores: each (query, key) pair is "
+                 "normalised across heads", excludes=_others(_AXES, "softmax-heads-axis"),
+                 forms=(FINITE_FILL,)),
     KnownMistake("missing-scale", "missing-scale", "scores not divided by sqrt(head_dim)",
                  excludes=_others(_SCALES, "missing-scale") | {"heads-not-split"}),
-    KnownMistake("wrong-scale-d-model", "wrong-scale", "scores divided by sqrt(d_model)",
+    KnownMistake("wrong-scale-d-model", "wrong-scale", "scores are divided by sqrt(d_model)",
                  excludes=_others(_SCALES, "wrong-scale-d-model") | {"heads-not-split"}),
+    KnownMistake("wrong-scale-head-dim", "wrong-scale",
+                 "scores are divided by head_dim instead of sqrt(head_dim) (the scale applied "
+                 "twice, or without its square root)",
+                 excludes=_others(_SCALES, "wrong-scale-head-dim") | {"heads-not-split"}),
+    KnownMistake("wrong-scale-inverse", "wrong-scale",
+                 "scores are multiplied by sqrt(head_dim) instead of divided by it (divided by a "
+                 "scale already defined as head_dim ** -0.5)",
+                 excludes=_others(_SCALES, "wrong-scale-inverse") | {"heads-not-split"}),
+    KnownMistake("wrong-scale-num-heads", "wrong-scale",
+                 "scores are divided by sqrt(num_heads) instead of sqrt(head_dim)",
+                 excludes=_others(_SCALES, "wrong-scale-num-heads") | {"heads-not-split"}),
+    KnownMistake("mask-fill-zero", "mask-fill-zero", "blocked scores set to 0, not -inf",
+                 excludes=_others(_FILLS, "mask-fill-zero")),
+    KnownMistake("mask-after-softmax", "mask-after-softmax",
+                 "softmax over all keys, then the weights multiplied by the mask",
+                 excludes=_others(_FILLS, "mask-after-softmax")),
+    KnownMistake("mask-after-softmax-neginf", "mask-after-softmax",
+                 "softmax over all keys, then the weights of blocked keys filled with -inf "
+                 "(the outputs become -inf or NaN)",
+                 excludes=_others(_FILLS, "mask-after-softmax-neginf")),
     KnownMistake("mask-inverted", "mask-inverted", "attention_mask read with True = blocked",
                  excludes=_others(_MASKS, "mask-inverted")),
     KnownMistake("mask-ignored", "mask-ignored", "attention_mask never applied",
@@ -55,7 +91,15 @@ MISTAKES: list[KnownMistake] = [
     KnownMistake("causal-off-by-one", "causal-off-by-one",
                  "strict triangle: a query cannot see its own position",
                  excludes=_others(_CAUSAL, "causal-off-by-one")),
-    KnownMistake("padding-ignored", "padding-ignored", "key_padding_mask never applied"),
+    KnownMistake("padding-ignored", "padding-ignored", "key_padding_mask never applied",
+                 excludes=_others(_PADDING, "padding-ignored")),
+    KnownMistake("padding-inverted", "mask-inverted",
+                 "key_padding_mask read with True = padding (the nn.MultiheadAttention "
+                 "convention), so the real tokens are the ones blocked",
+                 excludes=_others(_PADDING, "padding-inverted")),
+    KnownMistake("padding-after-softmax", "mask-after-softmax",
+                 "softmax first, then the weights multiplied by key_padding_mask",
+                 excludes=_others(_PADDING, "padding-after-softmax") | _FILLS),
     KnownMistake("missing-out-proj", "missing-out-proj", "out_proj not applied"),
     KnownMistake("projection-mixup", "projection-mixup", "k_proj used for the values"),
     KnownMistake("key-value-ignored", "key-value-ignored",
@@ -67,7 +111,7 @@ MISTAKES: list[KnownMistake] = [
                  searched=False, excludes=frozenset({"projection-mixup"})),
     KnownMistake("input-mutated", "input-mutated",
                  "key_padding_mask inverted in place", searched=False,
-                 excludes=frozenset({"padding-ignored"})),
+                 excludes=_others(_PADDING, "input-mutated")),
     KnownMistake("dtype-changed", "dtype-changed", "output cast to float32", searched=False),
 ]
 
@@ -124,13 +168,35 @@ class ManualMultiHeadAttention(nn.Module):
             scale = 1.0
         elif "wrong-scale-d-model" in m:
             scale = 1.0 / math.sqrt(self.d_model)
+        elif "wrong-scale-head-dim" in m:
+            scale = 1.0 / self.head_dim
+        elif "wrong-scale-inverse" in m:
+            scale = math.sqrt(self.head_dim)
+        elif "wrong-scale-num-heads" in m:
+            scale = 1.0 / math.sqrt(self.num_heads)
         scores = (q @ k.transpose(-2, -1)) * scale
         if allowed is not None:
             allowed = torch.broadcast_to(allowed, scores.shape)
             if "all-masked-row" not in m and not bool(allowed.any(dim=-1).all()):
                 raise ValueError("a query has no key it may attend to")
-            scores = scores.masked_fill(~allowed, float("-inf"))
-        weights = torch.softmax(scores, dim=-2 if "softmax-wrong-axis" in m else -1)
+            if "padding-after-softmax" in m:
+                # The row check saw the padding; the scores do not (it comes after softmax).
+                before = self._allowed(batch, t_q, t_k, query.device, attention_mask, None,
+                                       causal)
+                allowed = (torch.ones_like(allowed) if before is None
+                           else torch.broadcast_to(before, scores.shape))
+            if "mask-fill-zero" in m:
+                scores = scores.masked_fill(~allowed, 0.0)
+            elif not m & {"mask-after-softmax", "mask-after-softmax-neginf"}:
+                scores = scores.masked_fill(~allowed, -1e9 if FINITE_FILL in m else float("-inf"))
+        axis = -2 if "softmax-wrong-axis" in m else 1 if "softmax-heads-axis" in m else -1
+        weights = torch.softmax(scores, dim=axis)
+        if allowed is not None and "mask-after-softmax" in m:
+            weights = weights * allowed
+        elif allowed is not None and "mask-after-softmax-neginf" in m:
+            weights = weights.masked_fill(~allowed, float("-inf"))
+        if key_padding_mask is not None and "padding-after-softmax" in m:
+            weights = weights * key_padding_mask[:, None, None, :]
         training = self.training or "dropout-in-eval" in m
         weights = F.dropout(weights, p=self.dropout, training=training)
         heads = weights @ v
@@ -166,7 +232,9 @@ class ManualMultiHeadAttention(nn.Module):
                 mask = mask[:, None]
             combine(mask)
         if key_padding_mask is not None and "padding-ignored" not in m:
-            if "input-mutated" in m:
+            if "padding-inverted" in m:
+                combine(~key_padding_mask[:, None, None, :])
+            elif "input-mutated" in m:
                 blocked = key_padding_mask.logical_not_()
                 combine(~blocked[:, None, None, :])
             else:

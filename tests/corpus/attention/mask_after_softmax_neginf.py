@@ -1,0 +1,13 @@
+"""Mask applied to the weights after softmax with masked_fill(-inf)."""
+import math
+import torch
+
+
+def attention(q, k, v, allowed):
+    allowed = torch.broadcast_to(allowed, q.shape[:-1] + k.shape[-2:-1])
+    if not bool(allowed.any(dim=-1).all()):
+        raise ValueError("a query has no allowed key")
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    weights = torch.softmax(scores, dim=-1)
+    weights = weights.masked_fill(~allowed, float("-inf"))
+    return weights @ v, weights
