@@ -7,7 +7,7 @@ revisit, never at the solution's code.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from assignments.spec import Visibility
@@ -324,8 +324,7 @@ def _view(finding: Finding, plan: ProbePlan, released: Sequence[tuple[CheckSpec,
                              else verdict.failing_calls)}
     calls = tuple(c for c in finding.calls if c in shown_calls) or finding.calls
     detail = finding.detail if calls[:1] == finding.calls[:1] else ""
-    restricted = Finding(finding.code, calls, detail, finding.mistake, finding.variant,
-                         finding.about_input)
+    restricted = replace(finding, calls=calls, detail=detail)
     return DiagnosisView(_render(restricted, plan, released), tests)
 
 
