@@ -10,7 +10,7 @@ import csv
 import io
 from collections import Counter
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
@@ -353,7 +353,7 @@ def _datetime(value: Any, zone: str) -> datetime:
     moment = datetime.fromisoformat(str(value))
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=ZoneInfo(zone))
-    return moment
+    return moment.astimezone(UTC)
 
 
 def _number(value: Any) -> float:

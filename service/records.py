@@ -9,7 +9,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -85,6 +85,7 @@ def _deadline(value: Any, zone: str) -> datetime:
         moment = datetime.fromisoformat(str(value))
         if moment.tzinfo is None:
             moment = moment.replace(tzinfo=ZoneInfo(zone))
+        moment = moment.astimezone(UTC)
     except (ValueError, KeyError) as exc:
         raise ServiceError(f"`due_at` must be an ISO date and time, e.g. 2026-12-04T23:59 "
                            f"({exc}).") from None

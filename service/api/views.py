@@ -11,7 +11,7 @@ from service.celery_app import enqueue
 from service.courses import find_assignment, require_instructor, visible_assignments
 from service.db import session
 from service.errors import UnsupportedMedia
-from service.gradebook import gradebook
+from service.gradebook import deadline_of, gradebook
 from service.http import int_arg, json_body
 from service.instructor import (
     export_gradescope_document,
@@ -43,6 +43,7 @@ from service.submissions import (
     count_mine,
     my_submissions,
     rate_limit_for,
+    rate_status,
     readable_submission,
     submission_json,
     submissions_json,
@@ -68,7 +69,15 @@ def assignments() -> Response:
 @blueprint.get("/assignments/<slug>")
 @login_required
 def assignment(slug: str) -> Response:
-    return jsonify(assignment_detail(session(), current_user(), _assignment(slug)))
+    """The assignment, with the reader's own deadline and where they stand on the limit."""
+    target, user = _assignment(slug), current_user()
+    body = assignment_detail(session(), user, target)
+    deadline = deadline_of(session(), target, user.id)
+    body.update(your_deadline=deadline.at.isoformat() if deadline.at else None,
+                extension=deadline.describe() or None,
+                submission_limit=rate_status(session(), user, target,
+                                             rate_limit_for(target, current_app.config)).json())
+    return jsonify(body)
 
 
 @blueprint.get("/assignments/<slug>/files/<path:name>")
