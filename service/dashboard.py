@@ -153,15 +153,18 @@ class AssignmentStats:
                 "timeline": self.timeline}
 
 
-def assignment_stats(session: Session, assignment: CourseAssignment) -> AssignmentStats:
+def assignment_stats(session: Session, assignment: CourseAssignment, *,
+                     checks: bool = True) -> AssignmentStats:
     """The figures of each enrolled student's counted submission: during a regrade these are
-    the results in force (the previous round's until the new one is stored)."""
-    table = standings(session, assignment)
+    the results in force (the previous round's until the new one is stored). ``checks``
+    False leaves out the pass rate per check (the one figure that reads result documents)."""
+    everything = scored_submissions(session, assignment)
+    table = standings(session, assignment, everything=everything)
     counted = [s.counted for s in table.values() if s.counted is not None]
     # Result documents are the bulk of the data: only the counted results' are read.
     documents = list(session.scalars(select(Result.document).where(
-        Result.id.in_([c.result_id for c in counted if c.result_id is not None]))))
-    everything = scored_submissions(session, assignment)
+        Result.id.in_([c.result_id for c in counted if c.result_id is not None])))) \
+        if checks else []
     return AssignmentStats(
         students=sum(1 for s in table.values() if s.submissions),
         graded_students=len(counted),

@@ -184,15 +184,20 @@ def scores_by_id(session: Session, submissions: Iterable[Submission]) -> dict[in
 
 
 def standings(session: Session, assignment: CourseAssignment,
-              user_ids: Collection[int] | None = None) -> dict[int, Standing]:
-    """Each student's standing: those given, or every student enrolled in the course."""
+              user_ids: Collection[int] | None = None, *,
+              everything: list[Scored] | None = None) -> dict[int, Standing]:
+    """Each student's standing: those given, or every student enrolled in the course.
+    ``everything``: the assignment's submissions already scored (saves reading them again)."""
     if user_ids is None:
         user_ids = enrolled_students(session, assignment)
     known = deadlines(session, assignment, user_ids)
     per_user: dict[int, list[Scored]] = {user_id: [] for user_id in user_ids}
-    for scored in scored_submissions(session, assignment, user_ids=user_ids,
-                                     known_deadlines=known):
-        per_user[scored.user_id].append(scored)
+    if everything is None:
+        everything = scored_submissions(session, assignment, user_ids=user_ids,
+                                        known_deadlines=known)
+    for scored in everything:
+        if scored.user_id in per_user:
+            per_user[scored.user_id].append(scored)
     default = Deadline(assignment.due_at)
     return {user_id: _standing(user_id, known.get(user_id, default), rows,
                                assignment) for user_id, rows in per_user.items()}

@@ -10,7 +10,7 @@ import csv
 import io
 from collections import Counter
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from service.errors import NotFound, ServiceError
 from service.gradebook import GradebookRow, Scored, gradebook, scored_submissions, standings
+from service.lateness import plausible_moment
 from service.models import (
     CourseAssignment,
     LatePolicy,
@@ -350,10 +351,7 @@ def time_zones() -> list[str]:
 
 
 def _datetime(value: Any, zone: str) -> datetime:
-    moment = datetime.fromisoformat(str(value))
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=ZoneInfo(zone))
-    return moment.astimezone(UTC)
+    return plausible_moment(value, zone)
 
 
 def _number(value: Any) -> float:

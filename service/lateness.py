@@ -8,11 +8,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from service.models.assignments import LatePolicy, ScorePolicy
 
 DAY = timedelta(days=1)
+EARLIEST, LATEST = 1970, 2999
+"""The years a deadline may be in: far enough from datetime's limits that adding extra days
+or time zones can never overflow."""
+
+
+def plausible_moment(value: object, zone: str) -> datetime:
+    """An ISO date and time as UTC (in ``zone`` when it has no offset); ValueError otherwise."""
+    try:
+        moment = datetime.fromisoformat(str(value))
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=ZoneInfo(zone))
+        moment = moment.astimezone(UTC)
+    except OverflowError:
+        moment = datetime.min.replace(tzinfo=UTC)
+    if not EARLIEST <= moment.year <= LATEST:
+        raise ValueError(f"the year must be between {EARLIEST} and {LATEST}")
+    return moment
 
 
 def effective_deadline(due_at: datetime | None, *, extended_to: datetime | None = None,

@@ -9,15 +9,15 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from service.errors import NotFound, ServiceError
 from service.gradebook import score_of
+from service.lateness import plausible_moment
 from service.models import (
     Course,
     CourseAssignment,
@@ -82,14 +82,10 @@ def parse_extension(raw: dict[str, Any], *, assignment: CourseAssignment | None
 
 def _deadline(value: Any, zone: str) -> datetime:
     try:
-        moment = datetime.fromisoformat(str(value))
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=ZoneInfo(zone))
-        moment = moment.astimezone(UTC)
+        return plausible_moment(value, zone)
     except (ValueError, KeyError) as exc:
         raise ServiceError(f"`due_at` must be an ISO date and time, e.g. 2026-12-04T23:59 "
                            f"({exc}).") from None
-    return moment
 
 
 def grant_extensions(session: Session, *, course: Course, assignment: CourseAssignment | None,

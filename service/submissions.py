@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from service.courses import course_role
 from service.errors import Forbidden, NotFound, RateLimited
@@ -143,7 +143,8 @@ def my_submissions(session: Session, user: User, assignment: CourseAssignment | 
     query = select(Submission).where(Submission.user_id == user.id)
     if assignment is not None:
         query = query.where(Submission.assignment_id == assignment.id)
-    query = query.order_by(Submission.id.desc()).limit(limit).offset(offset)
+    query = query.order_by(Submission.id.desc()).limit(limit).offset(offset).options(
+        selectinload(Submission.results), selectinload(Submission.files))
     return list(session.scalars(query))
 
 
@@ -155,15 +156,19 @@ def count_mine(session: Session, user: User, assignment: CourseAssignment | None
 
 
 def submission_json(session: Session, submission: Submission, viewer: User, *,
-                    scored: Scored | None = None, deadline: Deadline | None = None
-                    ) -> dict[str, Any]:
-    """The submission resource; students get the filtered results document. ``scored`` and
-    ``deadline`` may be given when many are serialised at once (see ``submissions_json``)."""
+                    scored: Scored | None = None, deadline: Deadline | None = None,
+                    comments: list[SubmissionComment] | None = None,
+                    instructor: bool | None = None) -> dict[str, Any]:
+    """The submission resource; students get the filtered results document. The keyword
+    arguments are given when many are serialised at once (see ``submissions_json``)."""
     assignment = submission.assignment
     result = submission.result
-    instructor = course_role(session, viewer, assignment.course_id) is CourseRole.INSTRUCTOR
+    if instructor is None:
+        instructor = course_role(session, viewer, assignment.course_id) is CourseRole.INSTRUCTOR
     scored = scored or score_of(session, submission)
     deadline = deadline or deadline_of(session, assignment, submission.user_id)
+    if comments is None:
+        comments = _comments(session, [submission.id]).get(submission.id, [])
     body: dict[str, Any] = {
         "id": submission.id,
         "assignment": assignment.slug,
@@ -189,7 +194,7 @@ def submission_json(session: Session, submission: Submission, viewer: User, *,
         "results": None,
         "comments": [{"body": c.body, "at": c.created_at.isoformat(),
                       "author": (c.author.display_name or c.author.username) if c.author
-                      else None} for c in _comments(session, submission)],
+                      else None} for c in comments],
     }
     if result is not None:
         if instructor:
@@ -205,18 +210,33 @@ def submission_json(session: Session, submission: Submission, viewer: User, *,
     return body
 
 
-def _comments(session: Session, submission: Submission) -> list[SubmissionComment]:
-    return list(session.scalars(select(SubmissionComment).where(
-        SubmissionComment.submission_id == submission.id).order_by(SubmissionComment.id)))
+def _comments(session: Session, ids: list[int]) -> dict[int, list[SubmissionComment]]:
+    found: dict[int, list[SubmissionComment]] = {}
+    for comment in session.scalars(select(SubmissionComment).where(
+            SubmissionComment.submission_id.in_(ids)).order_by(SubmissionComment.id)):
+        found.setdefault(comment.submission_id, []).append(comment)
+    return found
 
 
 def submissions_json(session: Session, submissions: list[Submission], viewer: User
                      ) -> list[dict[str, Any]]:
-    """Many submission resources, scored in a few queries rather than a few per submission."""
+    """Many submission resources, in a few queries rather than a few per submission."""
     scores = scores_by_id(session, submissions)
-    return [submission_json(session, s, viewer, scored=scores[s.id],
-                            deadline=deadline_of(session, s.assignment, s.user_id))
-            for s in submissions]
+    comments = _comments(session, [s.id for s in submissions])
+    roles: dict[int, bool] = {}
+    known: dict[tuple[int, int], Deadline] = {}
+    bodies = []
+    for s in submissions:
+        course_id = s.assignment.course_id
+        if course_id not in roles:
+            roles[course_id] = course_role(session, viewer, course_id) is CourseRole.INSTRUCTOR
+        key = (s.assignment_id, s.user_id)
+        if key not in known:
+            known[key] = deadline_of(session, s.assignment, s.user_id)
+        bodies.append(submission_json(session, s, viewer, scored=scores[s.id],
+                                      deadline=known[key], comments=comments.get(s.id, []),
+                                      instructor=roles[course_id]))
+    return bodies
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -12,10 +12,11 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from service.celery_app import enqueue
 from service.courses import find_assignment, require_instructor
-from service.dashboard import assignment_stats, queue_counts
+from service.dashboard import queue_counts
 from service.db import session
 from service.errors import ServiceError
 from service.gradebook import gradebook as gradebook_rows
+from service.gradebook import standings
 from service.instructor import (
     REGRADE_SCOPES,
     latest_regrade,
@@ -184,9 +185,9 @@ def regrade(course: str, slug: str) -> str | BaseResponse:
               "is stored.", "info")
         return redirect(url_for("dashboard.assignment", course=course, slug=slug) + "#queue",
                         303)
-    stats = assignment_stats(session(), target)
+    counted = sum(1 for s in standings(session(), target).values() if s.counted is not None)
     return render_template("dashboard/regrade.html", assignment=target, form=ButtonForm(),
-                           scopes=REGRADE_SCOPES, stats=stats,
+                           scopes=REGRADE_SCOPES, counted=counted,
                            total=sum(queue_counts(session(), target).values()))
 
 

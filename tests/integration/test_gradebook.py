@@ -336,3 +336,21 @@ def test_result_records_never_exceed_the_maximum(app: Flask, factory: Factory,
     submission = graded(kim, course["assignment"], 12.0)
     stored = db.session().query(Result).filter_by(submission_id=submission.id).one()
     assert stored.final_score == MAX
+
+
+@pytest.mark.parametrize("moment", ["0001-01-01T00:00", "9999-12-31T23:59:59+00:00",
+                                    "2026-13-01T00:00", "yesterday"])
+def test_impossible_deadlines_are_refused_everywhere(client: FlaskClient, factory: Factory,
+                                                     course: dict[str, Any],
+                                                     moment: str) -> None:
+    factory.user("lee", course=course["course"])
+    headers = course["headers"]
+    settings = client.patch("/api/v1/instructor/assignments/attention", headers=headers,
+                            json={"due_at": moment, "time_zone": "Pacific/Kiritimati"})
+    extension = client.post("/api/v1/instructor/assignments/attention/extensions",
+                            headers=headers, json={"students": ["lee"], "due_at": moment})
+    assert (settings.status_code, extension.status_code) == (400, 400)
+    assert "due_at" in settings.json["detail"] and "due_at" in extension.json["detail"]
+    zone = client.patch("/api/v1/instructor/assignments/attention", headers=headers,
+                        json={"time_zone": "../../etc/passwd"})
+    assert zone.status_code == 400 and "time zone" in zone.json["detail"]
