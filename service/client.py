@@ -119,8 +119,14 @@ class Client:
 
 def final_line(body: dict[str, Any]) -> str:
     """The score that counts for this submission, as the page says it."""
+    results = body.get("results") or {}
     if body.get("score") is None:
-        return "Final score: shown once every check is released."
+        held = results.get("withheld_checks", 0)
+        points = results.get("max_score", 0) - results.get("shown_max_score",
+                                                           results.get("max_score", 0))
+        return (f"{held} more check(s) ({points:g} points) graded but shown only after "
+                "release.\nFinal score: shown once every check is released." if held
+                else "Final score: shown once every check is released.")
     text = f"Final score: {body['score']:g} / {body['max_score']:g}"
     if body.get("adjusted"):
         return text + " (set by your instructor)."

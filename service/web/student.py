@@ -30,6 +30,7 @@ from service.errors import ServiceError, Unauthorized
 from service.gradebook import deadline_of
 from service.models import CourseAssignment, Submission, SubmissionStatus, User
 from service.submissions import (
+    count_mine,
     my_submissions,
     rate_limit_for,
     rate_status,
@@ -46,6 +47,8 @@ from service.web.session_auth import log_in, log_out, login_page, page_user, web
 
 blueprint = page_blueprint("web", __name__)
 
+HISTORY = 100
+"""Submissions listed on an assignment's page (the API pages through all of them)."""
 FINISHED = {SubmissionStatus.GRADED.value, SubmissionStatus.FAILED.value}
 
 
@@ -117,9 +120,11 @@ def _assignment(course: str, slug: str) -> CourseAssignment:
 def assignment(course: str, slug: str) -> str:
     user, target = page_user(), _assignment(course, slug)
     detail = assignment_detail(session(), user, target)
-    history = submissions_json(session(), my_submissions(session(), user, target, 100, 0), user)
+    history = submissions_json(session(), my_submissions(session(), user, target, HISTORY, 0),
+                               user)
     return render_template("student/assignment.html", assignment=target, detail=detail,
                            deadline=deadline_of(session(), target, user.id),
+                           history_total=count_mine(session(), user, target),
                            counted=counted_scores(session(), user, [target])[target.id],
                            rate=rate_status(session(), user, target,
                                             rate_limit_for(target, current_app.config)),

@@ -354,3 +354,26 @@ def test_impossible_deadlines_are_refused_everywhere(client: FlaskClient, factor
     zone = client.patch("/api/v1/instructor/assignments/attention", headers=headers,
                         json={"time_zone": "../../etc/passwd"})
     assert zone.status_code == 400 and "time zone" in zone.json["detail"]
+
+
+def test_the_cli_and_the_page_agree_on_the_maximum() -> None:
+    """The CLI printed 7.5 / 9.5 where the page and the statement say 10."""
+    from service.client import print_outcome
+    from service.visibility import student_view
+
+    document = _document(7.5)
+    document["tests"] = [
+        {**document["tests"][0], "score": 7.5, "max_score": 9.5},
+        {"name": "after the deadline", "number": "2", "score": 0.0, "max_score": 0.5,
+         "status": "failed", "output": "", "visibility": "after_due_date", "tags": []}]
+    now = utcnow()
+    view = student_view(document, now=now, due_at=now + timedelta(days=1),
+                        results_published=False)
+    out = io.StringIO()
+    print_outcome({"status": "graded", "results": view, "files": [{"name": "attention.py"}],
+                   "assignment": "attention", "id": 1, "score": None, "max_score": MAX},
+                  as_json=False, out=out)
+    text = out.getvalue()
+    assert "Score: 7.5 / 10" in text and "9.5" not in text.split("\n\n")[1].split("\n")[0]
+    assert "1 more check(s) (0.5 points) graded but shown only after release" in text
+    assert "Final score: shown once every check is released." in text
