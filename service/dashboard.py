@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from service.courses import course_role
 from service.errors import ServiceError
@@ -57,9 +57,17 @@ def teaches(session: Session, user: User, course: Course) -> bool:
     return course_role(session, user, course.id) is CourseRole.INSTRUCTOR
 
 
-def course_members(session: Session, course: Course) -> list[Enrolment]:
-    return list(session.scalars(select(Enrolment).join(User).where(
-        Enrolment.course_id == course.id).order_by(Enrolment.role, User.username)))
+def course_members(session: Session, course: Course, *, number: int = 1,
+                   per_page: int = PER_PAGE) -> Page[Enrolment]:
+    """A page of the course's members, instructors first, by user name."""
+    total = session.scalar(select(func.count()).select_from(Enrolment).where(
+        Enrolment.course_id == course.id)) or 0
+    rows = list(session.scalars(
+        select(Enrolment).join(User).where(Enrolment.course_id == course.id)
+        .order_by(Enrolment.role, User.username).limit(per_page)
+        .offset((number - 1) * per_page)
+        .options(selectinload(Enrolment.user).selectinload(User.tokens))))
+    return Page(rows, int(total), number, per_page)
 
 
 def counted_scores(session: Session, user: User,

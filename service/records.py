@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from service.errors import NotFound, ServiceError
 from service.gradebook import score_of
@@ -128,7 +128,8 @@ def course_extensions(session: Session, course: Course,
         Extension.course_id == course.id)
     query = query.where(Extension.assignment_id.is_(None)
                         | (Extension.assignment_id == (assignment.id if assignment else -1)))
-    return list(session.scalars(query.order_by(User.username, Extension.id)))
+    return list(session.scalars(query.order_by(User.username, Extension.id).options(
+        selectinload(Extension.user), selectinload(Extension.granted_by))))
 
 
 def extension_for(session: Session, course: Course, extension_id: int) -> Extension:

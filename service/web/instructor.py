@@ -42,7 +42,7 @@ from service.instructor import (
     regrade_report,
 )
 from service.models import Course, CourseAssignment, CourseRole, Role, User
-from service.pagination import page_numbers, paginate
+from service.pagination import page_numbers
 from service.records import adjustments_of
 from service.submissions import readable_submission
 from service.web.forms import ButtonForm, EnrolForm, NewUserForm, TokenForm
@@ -190,7 +190,8 @@ def people(course: str) -> str | BaseResponse:
         flash(error.detail, "error")
     number, per_page = page_numbers(request.args.get("page"), request.args.get("per_page"))
     return render_template("dashboard/people.html", course=target,
-                           page=paginate(course_members(session(), target), number, per_page),
+                           page=course_members(session(), target, number=number,
+                                               per_page=per_page),
                            enrol_form=enrol_form,
                            user_form=user_form, created=created)
 
