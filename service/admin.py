@@ -203,7 +203,7 @@ def assignment(session: Session, course: str, slug: str) -> CourseAssignment:
 
 
 def set_assignment(session: Session, course: str, slug: str, changes: dict[str, Any]) -> None:
-    update_settings(assignment(session, course, slug), changes)
+    update_settings(session, assignment(session, course, slug), changes)
 
 
 def add_webhook(session: Session, *, course: str, url: str,

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from assignments.spec import load_spec
 from service.courses import course_role
 from service.errors import NotFound
+from service.gradebook import deadline_of
 from service.models import CourseAssignment, CourseRole, User, utcnow
 from service.serialise import assignment_json
 from service.visibility import released
@@ -35,8 +36,7 @@ def assignment_detail(session: Session, user: User, assignment: CourseAssignment
     version = next((v for v in assignment.versions if v.version == assignment.version), None)
     checks = version.checks["checks"] if version is not None else []
     if course_role(session, user, assignment.course_id) is not CourseRole.INSTRUCTOR:
-        now = utcnow()
-        checks = [c for c in checks if released(c["visibility"], now=now,
-                                                due_at=assignment.due_at,
+        now, deadline = utcnow(), deadline_of(session, assignment, user.id).at
+        checks = [c for c in checks if released(c["visibility"], now=now, due_at=deadline,
                                                 results_published=assignment.results_published)]
     return assignment_json(assignment, checks=checks, files=sorted(files), statement=statement)

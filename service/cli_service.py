@@ -119,7 +119,8 @@ def _admin_commands(commands: Any) -> None:
     settings = sub.add_parser("assignment", help="set an assignment's policies")
     settings.add_argument("course")
     settings.add_argument("slug")
-    settings.add_argument("--due", help="ISO date with time zone, or 'none'")
+    settings.add_argument("--due", help="ISO date (with an offset, or in --time-zone), or 'none'")
+    settings.add_argument("--time-zone", help="IANA zone of the due date, e.g. Europe/Paris")
     settings.add_argument("--late-policy", choices=["accept", "penalty", "reject"])
     settings.add_argument("--late-penalty", type=float, help="fraction lost per started day")
     settings.add_argument("--rate-limit", metavar="N/SECONDS",
@@ -336,6 +337,8 @@ def _assignment(args: argparse.Namespace) -> int:
     changes: dict[str, Any] = {}
     if args.due is not None:
         changes["due_at"] = None if args.due == "none" else args.due
+    if args.time_zone is not None:
+        changes["time_zone"] = args.time_zone
     if args.late_policy is not None:
         changes["late_policy"] = args.late_policy
     if args.late_penalty is not None:

@@ -117,6 +117,24 @@ class Client:
             time.sleep(interval)
 
 
+def final_line(body: dict[str, Any]) -> str:
+    """The score that counts for this submission, as the page says it."""
+    results = body.get("results") or {}
+    if body.get("score") is None:
+        held = results.get("withheld_checks", 0)
+        points = results.get("max_score", 0) - results.get("shown_max_score",
+                                                           results.get("max_score", 0))
+        return (f"{held} more check(s) ({points:g} points) graded but shown only after "
+                "release.\nFinal score: shown once every check is released." if held
+                else "Final score: shown once every check is released.")
+    text = f"Final score: {body['score']:g} / {body['max_score']:g}"
+    if body.get("adjusted"):
+        return text + " (set by your instructor)."
+    if body.get("late_days"):
+        return text + f" ({body['late_days']} day(s) late)."
+    return text + "."
+
+
 def print_outcome(body: dict[str, Any], *, as_json: bool, out: TextIO = sys.stdout) -> int:
     """The same report as ``autograde grade``; exit status 0 when graded."""
     if as_json:
@@ -126,8 +144,10 @@ def print_outcome(body: dict[str, Any], *, as_json: bool, out: TextIO = sys.stdo
         names = ", ".join(f["name"] for f in body["files"])
         print(f"{body['assignment']} — {names} (submission {body['id']})\n", file=out)
         print(render_report(body["results"]), file=out)
-        if body.get("late"):
-            print("\nThis submission was late.", file=out)
+        print("\n" + final_line(body), file=out)
+        for comment in body.get("comments") or []:
+            print(f"\nFrom {comment.get('author') or 'your instructor'}: {comment['body']}",
+                  file=out)
     elif body["status"] == "failed":
         print(f"Submission {body['id']} could not be graded: {body.get('message')}", file=out)
     else:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import re
 import statistics
 from collections import Counter
@@ -16,6 +15,8 @@ from sqlalchemy.orm import Session, selectinload
 
 from service.courses import course_role
 from service.errors import ServiceError
+from service.gradebook import Scored, counted_score, scored_submissions, standings
+from service.instructor import load_submissions
 from service.models import (
     Course,
     CourseAssignment,
@@ -27,6 +28,7 @@ from service.models import (
     SubmissionStatus,
     User,
 )
+from service.pagination import PER_PAGE, Page, paginate
 from service.submissions import submission_json
 
 HISTOGRAM_BINS = 10
@@ -55,25 +57,34 @@ def teaches(session: Session, user: User, course: Course) -> bool:
     return course_role(session, user, course.id) is CourseRole.INSTRUCTOR
 
 
-def course_members(session: Session, course: Course) -> list[Enrolment]:
-    return list(session.scalars(select(Enrolment).join(User).where(
-        Enrolment.course_id == course.id).order_by(Enrolment.role, User.username)))
+def course_members(session: Session, course: Course, *, number: int = 1,
+                   per_page: int = PER_PAGE) -> Page[Enrolment]:
+    """A page of the course's members, instructors first, by user name."""
+    total = session.scalar(select(func.count()).select_from(Enrolment).where(
+        Enrolment.course_id == course.id)) or 0
+    rows = list(session.scalars(
+        select(Enrolment).join(User).where(Enrolment.course_id == course.id)
+        .order_by(Enrolment.role, User.username).limit(per_page)
+        .offset((number - 1) * per_page)
+        .options(selectinload(Enrolment.user).selectinload(User.tokens))))
+    return Page(rows, int(total), number, per_page)
 
 
-def best_scores(session: Session, user: User,
-                assignments: Iterable[CourseAssignment]) -> dict[int, float | None]:
-    """Each assignment's best score as this user may read it (the API's visibility rules)."""
-    ids = [a.id for a in assignments]
-    best: dict[int, float | None] = dict.fromkeys(ids)
-    rows = session.scalars(select(Submission).where(
-        Submission.user_id == user.id, Submission.assignment_id.in_(ids),
-        Submission.status == SubmissionStatus.GRADED))
-    for submission in rows:
-        score = submission_json(session, submission, user)["score"]
-        current = best[submission.assignment_id]
-        if score is not None and (current is None or score > current):
-            best[submission.assignment_id] = score
-    return best
+def counted_scores(session: Session, user: User,
+                   assignments: Iterable[CourseAssignment]) -> dict[int, float | None]:
+    """Each assignment's counted score as this user may read it now (None while any check of
+    the counted submission is held back, as on the submission page)."""
+    scores: dict[int, float | None] = {}
+    for assignment in assignments:
+        counted = counted_score(session, user.id, assignment)
+        if counted is None or counted.result_id is None:
+            scores[assignment.id] = None
+            continue
+        submission = session.get(Submission, counted.submission_id)
+        assert submission is not None
+        scores[assignment.id] = submission_json(session, submission, user,
+                                                scored=counted)["score"]
+    return scores
 
 
 @dataclass(frozen=True)
@@ -94,25 +105,39 @@ class SubmissionFilter:
                    code=args.get("code") or None, late=late)
 
 
+@dataclass(frozen=True)
+class SubmissionRows:
+    """A page of the filtered submissions with their scores, and the codes to filter by."""
+
+    page: Page[Submission]
+    scores: dict[int, Scored]
+    codes: list[str]
+
+
 def filter_submissions(session: Session, assignment: CourseAssignment, wanted: SubmissionFilter,
-                       *, limit: int = 200) -> list[Submission]:
-    """The assignment's submissions, newest first, narrowed by the dashboard's filters."""
-    query = (select(Submission).join(User).where(Submission.assignment_id == assignment.id)
-             .options(selectinload(Submission.results), selectinload(Submission.user))
-             .order_by(Submission.id.desc()))
+                       *, number: int = 1, per_page: int = PER_PAGE) -> SubmissionRows:
+    """The assignment's submissions, newest first, narrowed by the dashboard's filters (late
+    and codes as they stand now: derived, so they follow deadlines and regrades)."""
+    everything = scored_submissions(session, assignment)
+    codes = sorted({code for s in everything for code in s.codes})
+    rows = everything
     if wanted.student:
         pattern = f"%{wanted.student.lower()}%"
-        query = query.where(func.lower(User.username).like(pattern)
-                            | func.lower(User.display_name).like(pattern))
+        users = set(session.scalars(select(User.id).where(
+            func.lower(User.username).like(pattern)
+            | func.lower(User.display_name).like(pattern))))
+        rows = [s for s in rows if s.user_id in users]
     if wanted.status:
-        query = query.where(Submission.status == SubmissionStatus(wanted.status))
+        rows = [s for s in rows if s.status.value == wanted.status]
     if wanted.late is not None:
-        query = query.where(Submission.late.is_(wanted.late))
-    rows: Iterable[Submission] = session.scalars(query)
+        rows = [s for s in rows if s.late is wanted.late]
     if wanted.code:
-        code = wanted.code
-        rows = (s for s in rows if s.result is not None and code in s.result.codes)
-    return list(itertools.islice(rows, limit))
+        rows = [s for s in rows if wanted.code in s.codes]
+    rows = sorted(rows, key=lambda s: s.submission_id, reverse=True)
+    ids = paginate(rows, number, per_page)
+    page = Page(load_submissions(session, [s.submission_id for s in ids.items]), ids.total,
+                ids.number, ids.per_page)
+    return SubmissionRows(page, {s.submission_id: s for s in ids.items}, codes)
 
 
 @dataclass
@@ -128,35 +153,40 @@ class AssignmentStats:
     queue: dict[str, int]
     latency: dict[str, float | None]
     deadline: str | None = None
+    enrolled: int = 0
+    extensions: int = 0
 
     def charts(self) -> dict[str, Any]:
         return {"histogram": self.histogram, "codes": self.codes, "checks": self.checks,
                 "timeline": self.timeline}
 
 
-def assignment_stats(session: Session, assignment: CourseAssignment) -> AssignmentStats:
-    # Result documents are the bulk of the data: only the latest result's per student is read.
-    submissions = list(session.scalars(
-        select(Submission).where(Submission.assignment_id == assignment.id)
-        .options(selectinload(Submission.results).defer(Result.document))
-        .order_by(Submission.requested_at)))
-    latest: dict[int, Submission] = {}
-    for s in submissions:
-        if s.status is SubmissionStatus.GRADED and s.result is not None:
-            latest[s.user_id] = s
-    results = [s.result for s in latest.values() if s.result is not None]
-    documents = list(session.scalars(select(Result.document)
-                                     .where(Result.id.in_([r.id for r in results]))))
+def assignment_stats(session: Session, assignment: CourseAssignment, *,
+                     checks: bool = True) -> AssignmentStats:
+    """The figures of each enrolled student's counted submission: during a regrade these are
+    the results in force (the previous round's until the new one is stored). ``checks``
+    False leaves out the pass rate per check (the one figure that reads result documents)."""
+    everything = scored_submissions(session, assignment)
+    table = standings(session, assignment, everything=everything)
+    counted = [s.counted for s in table.values() if s.counted is not None]
+    # Result documents are the bulk of the data: only the counted results' are read.
+    documents = list(session.scalars(select(Result.document).where(
+        Result.id.in_([c.result_id for c in counted if c.result_id is not None])))) \
+        if checks else []
     return AssignmentStats(
-        students=len({s.user_id for s in submissions}),
-        graded_students=len(results),
-        histogram=score_histogram([r.final_score for r in results], assignment.max_score),
-        codes=code_frequency([r.codes for r in results]),
+        students=sum(1 for s in table.values() if s.submissions),
+        graded_students=len(counted),
+        histogram=score_histogram([c.final for c in counted if c.final is not None],
+                                  assignment.max_score),
+        codes=code_frequency([list(c.codes) for c in counted]),
         checks=check_pass_rates(documents),
-        timeline=submission_timeline([s.requested_at for s in submissions], assignment.due_at),
+        timeline=submission_timeline([s.submitted_at for s in everything], assignment.due_at,
+                                     late=[s.late for s in everything]),
         queue=queue_counts(session, assignment),
-        latency=grading_latency(submissions),
+        latency=grading_latency(session, assignment),
         deadline=assignment.due_at.isoformat() if assignment.due_at else None,
+        enrolled=len(table),
+        extensions=sum(1 for s in table.values() if s.deadline.extended),
     )
 
 
@@ -197,8 +227,11 @@ def _check_order(number: str) -> list[int | str]:
     return [int(part) if part.isdigit() else part for part in re.split(r"[.\-]", number)]
 
 
-def submission_timeline(moments: list[datetime], due_at: datetime | None) -> dict[str, Any]:
-    """Submissions per hour (per day when they span more than three days), split at the due date."""
+def submission_timeline(moments: list[datetime], due_at: datetime | None, *,
+                        late: list[bool] | None = None) -> dict[str, Any]:
+    """Submissions per hour (per day when they span more than three days), on time or late:
+    ``late`` says which were (against each student's own deadline); by default, those after
+    the due date."""
     if not moments:
         return {"labels": [], "on_time": [], "late": [], "deadline_label": None}
     span = max(moments) - min(moments)
@@ -218,18 +251,19 @@ def submission_timeline(moments: list[datetime], due_at: datetime | None) -> dic
         buckets.append(start)
         start += step
     index = {b: i for i, b in enumerate(buckets)}
-    on_time, late = [0] * len(buckets), [0] * len(buckets)
-    for moment in moments:
+    flags = late if late is not None else [due_at is not None and m > due_at for m in moments]
+    on_time, late_counts = [0] * len(buckets), [0] * len(buckets)
+    for moment, is_late in zip(moments, flags, strict=True):
         i = index.get(bucket(moment))
         if i is None:
             continue
-        if due_at is not None and moment > due_at:
-            late[i] += 1
+        if is_late:
+            late_counts[i] += 1
         else:
             on_time[i] += 1
     deadline_label = (bucket(due_at).strftime(fmt)
                       if due_at is not None and bucket(due_at) in index else None)
-    return {"labels": [b.strftime(fmt) for b in buckets], "on_time": on_time, "late": late,
+    return {"labels": [b.strftime(fmt) for b in buckets], "on_time": on_time, "late": late_counts,
             "deadline_label": deadline_label}
 
 
@@ -243,14 +277,19 @@ def queue_counts(session: Session, assignment: CourseAssignment | None = None) -
     return counts
 
 
-def grading_latency(submissions: list[Submission], recent: int = 200
+def grading_latency(session: Session, assignment: CourseAssignment, recent: int = 200
                     ) -> dict[str, float | None]:
-    """Median and 95th percentile, in seconds, of submit-to-result and of queue wait."""
-    graded = [s for s in submissions if s.graded_at is not None][-recent:]
-    total = [(s.graded_at - s.requested_at).total_seconds() for s in graded
-             if s.graded_at is not None]
-    wait = [(s.started_at - s.requested_at).total_seconds() for s in graded
-            if s.started_at is not None]
+    """Median and 95th percentile, in seconds, of submit-to-result and of queue wait, over the
+    most recent first gradings (a regrade is not a student waiting: it is left out)."""
+    rows = session.execute(select(Submission.requested_at, Submission.started_at,
+                                  Submission.graded_at)
+                           .where(Submission.assignment_id == assignment.id,
+                                  Submission.round == 1, Submission.graded_at.is_not(None))
+                           .order_by(Submission.requested_at.desc()).limit(recent)).all()
+    total = [(graded - requested).total_seconds() for requested, _, graded in rows
+             if graded is not None]
+    wait = [(started - requested).total_seconds() for requested, started, _ in rows
+            if started is not None]
     return {"median": _percentile(total, 50), "p95": _percentile(total, 95),
             "wait_median": _percentile(wait, 50), "samples": float(len(total))}
 
@@ -261,18 +300,6 @@ def _percentile(values: list[float], q: int) -> float | None:
     if len(values) == 1:
         return round(values[0], 2)
     return round(statistics.quantiles(values, n=100, method="inclusive")[q - 1], 2)
-
-
-def regrade_progress(session: Session, ids: list[int]) -> dict[str, int]:
-    """How far a regrade of these submissions has got."""
-    counts = {s.value: 0 for s in SubmissionStatus}
-    if ids:
-        rows = session.execute(select(Submission.status, func.count()).where(
-            Submission.id.in_(ids)).group_by(Submission.status))
-        counts.update({status.value: n for status, n in rows})
-    counts["total"] = len(ids)
-    counts["done"] = counts["graded"] + counts["failed"]
-    return counts
 
 
 _LINE_REFS = (

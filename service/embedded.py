@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from sandbox.selection import choose_backend
 from service import db
@@ -24,6 +26,8 @@ from service.app import create_app
 from service.config import ENV_PREFIX, data_dir_settings
 from service.courses import course_by_code, create_course, sync_assignments
 from service.errors import NotFound
+from service.instructor import release_results
+from service.models import Course, CourseAssignment
 
 DEMO_COURSE = "demo"
 DEMO_USERS = (("instructor", "instructor"), ("student", "student"))
@@ -50,9 +54,13 @@ def prepare(data_dir: Path, env: dict[str, str]) -> dict[str, str]:
     with app_session(app) as session:
         try:
             course = course_by_code(session, DEMO_COURSE)
+            new = False
         except NotFound:
             course = create_course(session, code=DEMO_COURSE, title="Demo course")
+            new = True
         sync_assignments(session, course)
+        if new:
+            release_demo_results(session, course)
         for username, role in DEMO_USERS:
             if username not in passwords:
                 passwords[username] = create_user(session, username=username, role=role,
@@ -62,6 +70,14 @@ def prepare(data_dir: Path, env: dict[str, str]) -> dict[str, str]:
     with os.fdopen(descriptor, "w") as handle:
         json.dump(passwords, handle)
     return passwords
+
+
+def release_demo_results(session: Session, course: Course) -> None:
+    """The demo has no deadline, so checks shown "after the due date" would never be shown:
+    its results are released, so a student sees every check and a final score at once."""
+    for assignment in session.scalars(select(CourseAssignment).where(
+            CourseAssignment.course_id == course.id)):
+        release_results(session, assignment, released=True)
 
 
 def run(*, data_dir: Path, host: str, port: int, concurrency: int) -> int:

@@ -25,7 +25,9 @@ from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable
 from service.db import rows_changed
 from service.events import SILENT, Announcer, Event
-from service.models import LatePolicy, Result, Submission, SubmissionStatus, utcnow
+from service.gradebook import deadline_of, rule_of
+from service.lateness import final_score, late_days
+from service.models import Result, Submission, SubmissionStatus, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +127,8 @@ def store_result(session: Session, claim_: Claim, document: dict[str, Any],
         return False
     score = float(document["score"])
     session.add(Result(submission_id=claim_.submission_id, round=claim_.round, score=score,
-                       final_score=_after_late_policy(submission, score),
+                       final_score=_after_late_policy(session, submission, score,
+                                                      float(document["max_score"])),
                        max_score=float(document["max_score"]),
                        codes=[d["code"] for d in document["diagnoses"]], document=document,
                        attempt_token=claim_.token))
@@ -135,13 +138,14 @@ def store_result(session: Session, claim_: Claim, document: dict[str, Any],
     return True
 
 
-def _after_late_policy(submission: Submission, score: float) -> float:
+def _after_late_policy(session: Session, submission: Submission, score: float,
+                       max_score: float) -> float:
+    """The final score as it stands when the result is stored (a record: pages and exports
+    derive it again when read, by ``service.gradebook``)."""
     assignment = submission.assignment
-    if (not submission.late or assignment.due_at is None
-            or assignment.late_policy is not LatePolicy.PENALTY):
-        return score
-    days = -(-(submission.requested_at - assignment.due_at).total_seconds() // 86400)
-    return round(max(0.0, score * (1.0 - assignment.late_penalty_per_day * days)), 4)
+    deadline = deadline_of(session, assignment, submission.user_id).at
+    return final_score(score, max_score, days_late=late_days(submission.requested_at, deadline),
+                       rule=rule_of(assignment))
 
 
 def release(session: Session, claim_: Claim) -> None:

@@ -1,20 +1,30 @@
-"""What instructors do with an assignment: browse submissions, regrade, export, set policies."""
+"""What instructors do with an assignment: browse submissions, regrade, export, set policies.
+
+Shared by the API, the dashboard pages and the admin CLI, so every surface validates the same way
+and refuses the same things with the same messages.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
-from service.errors import ServiceError
+from service.errors import NotFound, ServiceError
+from service.gradebook import GradebookRow, Scored, gradebook, scored_submissions, standings
+from service.lateness import plausible_moment
 from service.models import (
     CourseAssignment,
     LatePolicy,
+    RegradeRun,
+    Result,
     ScorePolicy,
     Submission,
     SubmissionStatus,
@@ -25,19 +35,39 @@ from service.submissions import requeue_for_regrade
 
 def list_submissions(session: Session, assignment: CourseAssignment, *,
                      status: str | None = None, username: str | None = None,
-                     latest: bool = False, limit: int = 100, offset: int = 0) -> list[Submission]:
-    query = select(Submission).join(User).where(Submission.assignment_id == assignment.id)
+                     latest: bool = False, counted: bool = False, limit: int = 100,
+                     offset: int = 0) -> tuple[list[Submission], int]:
+    """A slice of the assignment's submissions, newest first, and how many match in all.
+    ``latest``: each student's newest only; ``counted``: each student's counted one only."""
+    query = select(Submission.id, Submission.user_id).join(User).where(
+        Submission.assignment_id == assignment.id)
     if status is not None:
         query = query.where(Submission.status == _status(status))
     if username is not None:
         query = query.where(User.username == username)
-    rows = list(session.scalars(query.order_by(Submission.id.desc())))
+    rows = session.execute(query.order_by(Submission.id.desc())).all()
     if latest:
-        newest: dict[int, Submission] = {}
-        for row in rows:
-            newest.setdefault(row.user_id, row)
-        rows = list(newest.values())
-    return rows[offset:offset + limit]
+        newest: dict[int, int] = {}
+        for submission_id, user_id in rows:
+            newest.setdefault(user_id, submission_id)
+        ids = list(newest.values())
+    else:
+        ids = [submission_id for submission_id, _ in rows]
+    if counted:
+        users = {user_id for _, user_id in rows}
+        chosen = {s.counted.submission_id for s in standings(session, assignment, users).values()
+                  if s.counted is not None}
+        ids = [i for i in ids if i in chosen]
+    return load_submissions(session, ids[offset:offset + limit]), len(ids)
+
+
+def load_submissions(session: Session, ids: list[int]) -> list[Submission]:
+    """These submissions, in this order, with what their rows show loaded at once."""
+    found = {s.id: s for s in session.scalars(
+        select(Submission).where(Submission.id.in_(ids))
+        .options(selectinload(Submission.user),
+                 selectinload(Submission.results).defer(Result.document)))}
+    return [found[i] for i in ids if i in found]
 
 
 def _status(value: str) -> SubmissionStatus:
@@ -50,7 +80,8 @@ def _status(value: str) -> SubmissionStatus:
 
 def regrade(session: Session, submissions: list[Submission],
             enqueue: Callable[[int], None]) -> list[int]:
-    """Start a new round for each finished submission; enqueue after the commit."""
+    """Start a new round for each finished submission; enqueue after the commit. The previous
+    result stays in force until the new round stores its own."""
     chosen = [s.id for s in submissions if requeue_for_regrade(s)]
     session.commit()
     for submission_id in chosen:
@@ -58,23 +89,141 @@ def regrade(session: Session, submissions: list[Submission],
     return chosen
 
 
-CSV_COLUMNS = ["username", "submission_id", "status", "score", "final_score", "max_score",
-               "late", "codes", "requested_at", "graded_at"]
+REGRADE_SCOPES = {"counted": "each student's counted submission",
+                  "all": "every submission"}
 
 
-def scores_csv(submissions: list[Submission]) -> str:
+def start_regrade(session: Session, assignment: CourseAssignment, *, scope: str,
+                  by: User | None, enqueue: Callable[[int], None]) -> RegradeRun:
+    """Regrade the counted submissions (``counted``) or every one (``all``), remembering their
+    results as they were, so the run can say what changed."""
+    if scope not in REGRADE_SCOPES:
+        raise ServiceError(f"Unknown regrade scope {scope!r}; use counted or all.")
+    if scope == "counted":
+        ids = [s.counted.submission_id for s in standings(session, assignment).values()
+               if s.counted is not None]
+    else:
+        ids = list(session.scalars(select(Submission.id).where(
+            Submission.assignment_id == assignment.id)))
+    before = {s.submission_id: s for s in scored_submissions(session, assignment,
+                                                             submission_ids=ids)}
+    chosen = [s.id for s in session.scalars(select(Submission).where(Submission.id.in_(ids)))
+              if requeue_for_regrade(s)]
+    run = RegradeRun(assignment_id=assignment.id, scope=scope,
+                     started_by_id=by.id if by else None,
+                     before={str(i): {"round": before[i].round, "score": before[i].raw,
+                                      "codes": list(before[i].codes)} for i in chosen})
+    session.add(run)
+    session.commit()
+    for submission_id in chosen:
+        enqueue(submission_id)
+    return run
+
+
+def latest_regrade(session: Session, assignment: CourseAssignment) -> RegradeRun | None:
+    return session.scalar(select(RegradeRun).where(RegradeRun.assignment_id == assignment.id)
+                          .order_by(RegradeRun.id.desc()).limit(1))
+
+
+def regrade_run(session: Session, assignment: CourseAssignment, run_id: int) -> RegradeRun:
+    run = session.get(RegradeRun, run_id)
+    if run is None or run.assignment_id != assignment.id:
+        raise NotFound(f"There is no regrade {run_id} of {assignment.slug}.")
+    return run
+
+
+def regrade_report(session: Session, run: RegradeRun) -> dict[str, Any]:
+    """How far the run has got and, for the submissions done, what changed."""
+    ids = [int(key) for key in run.before]
+    assignment = session.get(CourseAssignment, run.assignment_id)
+    assert assignment is not None
+    now = {s.submission_id: s for s in scored_submissions(session, assignment,
+                                                          submission_ids=ids)}
+    counts = Counter[str]()
+    gained, lost = Counter[str](), Counter[str]()
+    changes = []
+    for key, before in run.before.items():
+        current = now.get(int(key))
+        if current is None:
+            counts["gone"] += 1
+            continue
+        if current.status in (SubmissionStatus.QUEUED, SubmissionStatus.RUNNING):
+            counts[current.status.value] += 1
+            continue
+        if current.status is SubmissionStatus.FAILED or current.round <= before["round"]:
+            counts["failed"] += 1
+            continue
+        counts["done"] += 1
+        change = _change(before, current)
+        counts[change["direction"]] += 1
+        gained.update(change["gained"])
+        lost.update(change["lost"])
+        if change["direction"] != "same" or change["gained"] or change["lost"]:
+            changes.append(change)
+    finished = counts["done"] + counts["failed"] + counts["gone"]
+    return {"id": run.id, "scope": run.scope, "started_at": run.created_at.isoformat(),
+            "started_by": run.started_by.username if run.started_by else None,
+            "total": len(run.before), "done": counts["done"], "queued": counts["queued"],
+            "running": counts["running"], "failed": counts["failed"],
+            "finished": finished == len(run.before),
+            "up": counts["up"], "down": counts["down"], "same": counts["same"],
+            "codes_gained": dict(gained.most_common()), "codes_lost": dict(lost.most_common()),
+            "changes": changes}
+
+
+def _change(before: Mapping[str, Any], current: Scored) -> dict[str, Any]:
+    old, new = before["score"], current.raw
+    if old is None or new is None or old == new:
+        direction = "same" if old == new else ("up" if old is None else "down")
+    else:
+        direction = "up" if new > old else "down"
+    return {"submission_id": current.submission_id, "before": old, "after": new,
+            "direction": direction,
+            "gained": sorted(set(current.codes) - set(before["codes"])),
+            "lost": sorted(set(before["codes"]) - set(current.codes))}
+
+
+GRADEBOOK_COLUMNS = ["username", "display_name", "lms_id", "status", "submission_id",
+                     "submitted_at", "deadline", "extension", "late_days", "raw_score",
+                     "final_score", "max_score", "adjusted", "codes"]
+EVERY_SUBMISSION_COLUMNS = ["username", "display_name", "lms_id", "submission_id", "status",
+                            "round", "submitted_at", "deadline", "late_days", "raw_score",
+                            "final_score", "max_score", "adjusted", "counted", "codes"]
+
+
+def export_scores_csv(session: Session, assignment: CourseAssignment, *,
+                      every_submission: bool) -> str:
+    """The scores CSV: a row per enrolled student with the counted submission (empty scores
+    and status ``missing`` for a student who never submitted), or a row per submission."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
-    for s in submissions:
-        result = s.result
+    rows = gradebook(session, assignment)
+    if not every_submission:
+        writer.writerow(GRADEBOOK_COLUMNS)
+        for row in rows:
+            standing, counted = row.standing, row.standing.counted
+            writer.writerow([
+                row.user.username, row.user.display_name, row.lms_id, standing.status,
+                counted.submission_id if counted else "",
+                counted.submitted_at.isoformat() if counted else "",
+                _moment(standing.deadline.at), standing.deadline.describe(),
+                counted.late_days if counted else "", _num(counted.raw if counted else None),
+                _num(counted.final if counted else None), _num(assignment.max_score),
+                _num(counted.adjusted if counted else None),
+                " ".join(counted.codes) if counted else ""])
+        return out.getvalue()
+    writer.writerow(EVERY_SUBMISSION_COLUMNS)
+    by_user = {row.user.id: row for row in rows}
+    counted_ids = {row.standing.counted.submission_id for row in rows if row.standing.counted}
+    for scored in scored_submissions(session, assignment, user_ids=list(by_user)):
+        row = by_user[scored.user_id]
         writer.writerow([
-            s.user.username, s.id, s.status.value,
-            _num(result.score if result else None), _num(result.final_score if result else None),
-            _num(result.max_score if result else None), "yes" if s.late else "no",
-            " ".join(result.codes) if result else "", s.requested_at.isoformat(),
-            s.graded_at.isoformat() if s.graded_at else "",
-        ])
+            row.user.username, row.user.display_name, row.lms_id, scored.submission_id,
+            scored.status.value, scored.round, scored.submitted_at.isoformat(),
+            _moment(row.standing.deadline.at), scored.late_days, _num(scored.raw),
+            _num(scored.final), _num(scored.max_score or assignment.max_score),
+            _num(scored.adjusted), "yes" if scored.submission_id in counted_ids else "no",
+            " ".join(scored.codes)])
     return out.getvalue()
 
 
@@ -82,67 +231,139 @@ def _num(value: float | None) -> str:
     return "" if value is None else f"{value:g}"
 
 
+def _moment(value: datetime | None) -> str:
+    return value.isoformat() if value is not None else ""
+
+
 _GRADESCOPE_KEYS = ("score", "execution_time", "output", "tests")
 _GRADESCOPE_TEST_KEYS = ("name", "number", "score", "max_score", "status", "output",
                          "visibility", "tags")
 
 
-def export_scores_csv(session: Session, assignment: CourseAssignment, *,
-                      every_submission: bool) -> str:
-    """The scores CSV of an assignment: each student's latest submission, or every one."""
-    rows = list_submissions(session, assignment, latest=not every_submission, limit=10**6)
-    return scores_csv(rows)
-
-
 def export_gradescope_document(session: Session, assignment: CourseAssignment) -> dict[str, Any]:
-    """Each student's latest submission with its result in Gradescope's ``results.json`` form."""
-    rows = list_submissions(session, assignment, latest=True, limit=10**6)
-    return {"submissions": [{"username": s.user.username, "submission_id": s.id,
-                             "results": gradescope_results(s)} for s in rows]}
+    """Each enrolled student's counted submission in Gradescope's ``results.json`` form."""
+    rows = gradebook(session, assignment)
+    ids = [row.standing.counted.result_id for row in rows if row.standing.counted]
+    documents: dict[int, dict[str, Any]] = dict(session.execute(
+        select(Result.id, Result.document).where(Result.id.in_(ids))).all())
+    entries = []
+    for row in rows:
+        counted = row.standing.counted
+        if counted is None or counted.result_id is None or counted.final is None:
+            continue
+        entries.append({"username": row.user.username, "submission_id": counted.submission_id,
+                        "results": gradescope_results(documents[counted.result_id],
+                                                      counted.final)})
+    return {"submissions": entries}
 
 
-def gradescope_results(submission: Submission) -> dict[str, Any] | None:
-    """The submission's result as Gradescope's ``results.json`` (late policy applied)."""
-    result = submission.result
-    if result is None:
-        return None
-    document = result.document
+def gradescope_results(document: Mapping[str, Any], final: float) -> dict[str, Any]:
+    """A results document as Gradescope's ``results.json``, scored with the final score."""
     body = {key: document[key] for key in _GRADESCOPE_KEYS if key in document}
-    body["score"] = result.final_score
+    body["score"] = final
     body["tests"] = [{k: t[k] for k in _GRADESCOPE_TEST_KEYS if k in t} for t in document["tests"]]
     return body
 
 
+def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda value: None if value is None or value == "" else parse(value)
+
+
+def _choice(kind: type[LatePolicy] | type[ScorePolicy]) -> Callable[[Any], Any]:
+    def parse(value: Any) -> Any:
+        try:
+            return kind(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not one of "
+                             f"{', '.join(m.value for m in kind)}") from None
+    return parse
+
+
 SETTINGS: dict[str, Callable[[Any], Any]] = {
-    "due_at": lambda v: None if v is None else _datetime(v),
-    "late_policy": lambda v: LatePolicy(v),
-    "late_penalty_per_day": lambda v: _bounded(float(v), 0.0, 1.0),
-    "rate_limit_count": lambda v: None if v is None else int(_bounded(int(v), 1, 100000)),
-    "rate_limit_window_seconds": lambda v: None if v is None else int(_bounded(int(v), 1,
-                                                                              10**8)),
+    "due_at": lambda v: v,  # parsed with the time zone, below
+    "time_zone": lambda v: _zone(v),
+    "late_policy": _choice(LatePolicy),
+    "late_penalty_per_day": lambda v: _bounded(_number(v), 0.0, 1.0),
+    "rate_limit_count": _optional(lambda v: _bounded(_whole(v), 1, 100000)),
+    "rate_limit_window_seconds": _optional(lambda v: _bounded(_whole(v), 1, 10**8)),
     "published": lambda v: _bool(v),
     "results_published": lambda v: _bool(v),
-    "score_policy": lambda v: ScorePolicy(v),
+    "score_policy": _choice(ScorePolicy),
 }
 
 
-def update_settings(assignment: CourseAssignment, changes: Mapping[str, Any]) -> None:
+def validate_settings(assignment: CourseAssignment, changes: Mapping[str, Any]
+                      ) -> dict[str, Any]:
+    """The changes checked and converted, or a ServiceError saying what is wrong. The API, the
+    settings page and the CLI all go through here."""
     unknown = set(changes) - set(SETTINGS)
     if unknown:
         raise ServiceError(f"Unknown setting(s): {', '.join(sorted(unknown))}; known: "
                            f"{', '.join(SETTINGS)}.")
+    values: dict[str, Any] = {}
     for name, value in changes.items():
         try:
-            setattr(assignment, name, SETTINGS[name](value))
+            values[name] = SETTINGS[name](value)
         except (TypeError, ValueError) as exc:
             raise ServiceError(f"Invalid value for {name}: {exc}") from None
+    if "due_at" in values:
+        zone = values.get("time_zone", assignment.time_zone)
+        try:
+            values["due_at"] = _optional(lambda v: _datetime(v, zone))(values["due_at"])
+        except (TypeError, ValueError) as exc:
+            raise ServiceError(f"Invalid value for due_at: {exc}") from None
+    return values
 
 
-def _datetime(value: Any) -> datetime:
-    moment = datetime.fromisoformat(str(value))
-    if moment.tzinfo is None:
-        raise ValueError("give a time zone, e.g. 2026-12-01T23:59:00+00:00")
-    return moment
+def update_settings(session: Session, assignment: CourseAssignment,
+                    changes: Mapping[str, Any], *, by: User | None = None) -> None:
+    values = validate_settings(assignment, changes)
+    published = values.pop("results_published", None)
+    for name, value in values.items():
+        setattr(assignment, name, value)
+    if published is not None:
+        release_results(session, assignment, released=published, by=by)
+
+
+def release_results(session: Session, assignment: CourseAssignment, *, released: bool,
+                    by: User | None = None) -> bool:
+    """Release the assignment's results to its students (or withdraw them): the one place this
+    happens, from the API, the settings page and the CLI, so what must follow a release (LMS
+    grade passback) has one place to attach. True when the setting changed."""
+    changed = assignment.results_published is not released
+    assignment.results_published = released
+    session.flush()
+    return changed
+
+
+def _zone(value: Any) -> str:
+    name = str(value or "UTC")
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r} (use an IANA name such as "
+                         "Europe/Paris)") from None
+    return name
+
+
+def time_zones() -> list[str]:
+    return ["UTC", *sorted(z for z in available_timezones() if "/" in z)]
+
+
+def _datetime(value: Any, zone: str) -> datetime:
+    return plausible_moment(value, zone)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError("must be a number")
+    return float(value)
+
+
+def _whole(value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError("must be a whole number")
+    return int(value)
 
 
 def _bounded(value: Any, low: Any, high: Any) -> Any:
@@ -155,3 +376,19 @@ def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError("must be true or false")
     return value
+
+
+def gradebook_row_json(row: GradebookRow) -> dict[str, Any]:
+    """A CSV row of the gradebook, as JSON."""
+    standing, counted = row.standing, row.standing.counted
+    return {"username": row.user.username, "display_name": row.user.display_name,
+            "lms_id": row.lms_id or None, "status": standing.status,
+            "submission_id": counted.submission_id if counted else None,
+            "submitted_at": counted.submitted_at.isoformat() if counted else None,
+            "deadline": standing.deadline.at.isoformat() if standing.deadline.at else None,
+            "extension": standing.deadline.describe() or None,
+            "late_days": counted.late_days if counted else None,
+            "raw_score": counted.raw if counted else None,
+            "final_score": counted.final if counted else None,
+            "adjusted": counted.adjusted if counted else None,
+            "codes": list(counted.codes) if counted else []}

@@ -11,15 +11,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
 from service.courses import course_role
 from service.errors import Forbidden, NotFound, RateLimited
+from service.gradebook import Deadline, Scored, deadline_of, score_of, scores_by_id
+from service.lateness import late_days
 from service.models import (
     CourseAssignment,
     CourseRole,
     LatePolicy,
     Submission,
+    SubmissionComment,
     SubmissionFile,
     SubmissionStatus,
     User,
@@ -43,9 +46,10 @@ def submit(session: Session, *, user: User, assignment: CourseAssignment,
            files: Mapping[str, bytes], limit: RateLimit) -> Submission:
     """Record a submission as ``queued`` (the caller commits, then enqueues)."""
     now = utcnow()
-    late = assignment.due_at is not None and now > assignment.due_at
+    deadline = deadline_of(session, assignment, user.id).at
+    late = late_days(now, deadline) > 0
     if late and assignment.late_policy is LatePolicy.REJECT:
-        raise Forbidden(f"The due date ({assignment.due_at:%Y-%m-%d %H:%M} UTC) has passed and "
+        raise Forbidden(f"Your deadline ({deadline:%Y-%m-%d %H:%M} UTC) has passed and "
                         "this assignment does not accept late submissions.")
     if course_role(session, user, assignment.course_id) is not CourseRole.INSTRUCTOR:
         _check_rate(session, user, assignment, limit, now)
@@ -60,20 +64,58 @@ def submit(session: Session, *, user: User, assignment: CourseAssignment,
     return submission
 
 
-def _check_rate(session: Session, user: User, assignment: CourseAssignment, limit: RateLimit,
-                now: datetime) -> None:
+@dataclass(frozen=True)
+class RateStatus:
+    """Where a student stands against the submission limit, shown before they reach it."""
+
+    used: int
+    limit: RateLimit
+    next_at: datetime | None
+    """When the oldest submission in the window leaves it (one more becomes possible)."""
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.limit.count - self.used)
+
+    def describe(self) -> str:
+        """E.g. "3 of 10 submissions in the last 1 h; next slot frees at 14:05 UTC"."""
+        text = (f"{self.used} of {self.limit.count} submissions in the last "
+                f"{_duration(self.limit.window_seconds)}")
+        if self.next_at is not None:
+            text += f"; {'next' if self.remaining == 0 else 'a slot frees'} at " \
+                    f"{self.next_at:%H:%M} UTC"
+        return text
+
+    def json(self) -> dict[str, Any]:
+        return {"used": self.used, "limit": self.limit.count,
+                "window_seconds": self.limit.window_seconds, "remaining": self.remaining,
+                "next_at": _iso(self.next_at), "text": self.describe()}
+
+
+def rate_status(session: Session, user: User, assignment: CourseAssignment, limit: RateLimit,
+                now: datetime | None = None) -> RateStatus:
+    now = now or utcnow()
     since = now - timedelta(seconds=limit.window_seconds)
     recent = list(session.scalars(
         select(Submission.requested_at).where(
             Submission.user_id == user.id, Submission.assignment_id == assignment.id,
             Submission.requested_at > since).order_by(Submission.requested_at)))
-    if len(recent) >= limit.count:
-        retry = recent[len(recent) - limit.count] + timedelta(seconds=limit.window_seconds) - now
-        seconds = max(1, math.ceil(retry.total_seconds()))
+    if not recent:
+        return RateStatus(0, limit, None)
+    frees = recent[max(0, len(recent) - limit.count)]
+    return RateStatus(len(recent), limit, frees + timedelta(seconds=limit.window_seconds))
+
+
+def _check_rate(session: Session, user: User, assignment: CourseAssignment, limit: RateLimit,
+                now: datetime) -> None:
+    status = rate_status(session, user, assignment, limit, now)
+    if status.remaining == 0 and status.next_at is not None:
+        seconds = max(1, math.ceil((status.next_at - now).total_seconds()))
         raise RateLimited(
-            f"You have made {len(recent)} submissions to {assignment.slug} in the last "
-            f"{_duration(limit.window_seconds)}; the limit is {limit.count}. You can submit "
-            f"again in {_duration(seconds)}. Test locally with the public tests meanwhile.",
+            f"Submission limit reached: you have made {status.used} submissions to "
+            f"{assignment.slug} in the last {_duration(limit.window_seconds)} and the limit is "
+            f"{limit.count}. You can submit again at {status.next_at:%H:%M} UTC (in "
+            f"{_duration(seconds)}). Test locally with the public tests meanwhile.",
             retry_after=seconds)
 
 
@@ -101,15 +143,32 @@ def my_submissions(session: Session, user: User, assignment: CourseAssignment | 
     query = select(Submission).where(Submission.user_id == user.id)
     if assignment is not None:
         query = query.where(Submission.assignment_id == assignment.id)
-    query = query.order_by(Submission.id.desc()).limit(limit).offset(offset)
+    query = query.order_by(Submission.id.desc()).limit(limit).offset(offset).options(
+        selectinload(Submission.results), selectinload(Submission.files))
     return list(session.scalars(query))
 
 
-def submission_json(session: Session, submission: Submission, viewer: User) -> dict[str, Any]:
-    """The submission resource; students get the filtered results document."""
+def count_mine(session: Session, user: User, assignment: CourseAssignment | None) -> int:
+    query = select(func.count()).select_from(Submission).where(Submission.user_id == user.id)
+    if assignment is not None:
+        query = query.where(Submission.assignment_id == assignment.id)
+    return int(session.scalar(query) or 0)
+
+
+def submission_json(session: Session, submission: Submission, viewer: User, *,
+                    scored: Scored | None = None, deadline: Deadline | None = None,
+                    comments: list[SubmissionComment] | None = None,
+                    instructor: bool | None = None) -> dict[str, Any]:
+    """The submission resource; students get the filtered results document. The keyword
+    arguments are given when many are serialised at once (see ``submissions_json``)."""
     assignment = submission.assignment
     result = submission.result
-    instructor = course_role(session, viewer, assignment.course_id) is CourseRole.INSTRUCTOR
+    if instructor is None:
+        instructor = course_role(session, viewer, assignment.course_id) is CourseRole.INSTRUCTOR
+    scored = scored or score_of(session, submission)
+    deadline = deadline or deadline_of(session, assignment, submission.user_id)
+    if comments is None:
+        comments = _comments(session, [submission.id]).get(submission.id, [])
     body: dict[str, Any] = {
         "id": submission.id,
         "assignment": assignment.slug,
@@ -118,28 +177,66 @@ def submission_json(session: Session, submission: Submission, viewer: User) -> d
         "user": submission.user.username,
         "status": submission.status.value,
         "attempts": submission.attempts,
-        "late": submission.late,
+        "round": submission.round,
+        "late": scored.late,
+        "late_days": scored.late_days,
+        "deadline": _iso(deadline.at),
+        "extension": deadline.describe() or None,
         "message": submission.message,
         "files": [{"name": f.name, "sha256": f.sha256, "size": f.size} for f in submission.files],
         "requested_at": _iso(submission.requested_at),
         "started_at": _iso(submission.started_at),
         "graded_at": _iso(submission.graded_at),
         "score": None,
+        "raw_score": None,
+        "adjusted": scored.adjusted is not None,
         "max_score": None,
         "results": None,
+        "comments": [{"body": c.body, "at": c.created_at.isoformat(),
+                      "author": (c.author.display_name or c.author.username) if c.author
+                      else None} for c in comments],
     }
     if result is not None:
         if instructor:
-            body.update(score=result.final_score, max_score=result.max_score,
+            body.update(score=scored.final, raw_score=scored.raw, max_score=result.max_score,
                         results=result.document, codes=result.codes)
         else:
-            view = student_view(result.document, now=utcnow(), due_at=assignment.due_at,
+            view = student_view(result.document, now=utcnow(), due_at=deadline.at,
                                 results_published=assignment.results_published)
-            penalty = result.final_score - result.score
-            body.update(score=round(view["score"] + penalty, 4)
-                        if view["withheld_checks"] == 0 else None,
+            released = view["withheld_checks"] == 0
+            body.update(score=scored.final if released else None,
+                        raw_score=scored.raw if released else None,
                         max_score=view["max_score"], results=view)
     return body
+
+
+def _comments(session: Session, ids: list[int]) -> dict[int, list[SubmissionComment]]:
+    found: dict[int, list[SubmissionComment]] = {}
+    for comment in session.scalars(select(SubmissionComment).where(
+            SubmissionComment.submission_id.in_(ids)).order_by(SubmissionComment.id)):
+        found.setdefault(comment.submission_id, []).append(comment)
+    return found
+
+
+def submissions_json(session: Session, submissions: list[Submission], viewer: User
+                     ) -> list[dict[str, Any]]:
+    """Many submission resources, in a few queries rather than a few per submission."""
+    scores = scores_by_id(session, submissions)
+    comments = _comments(session, [s.id for s in submissions])
+    roles: dict[int, bool] = {}
+    known: dict[tuple[int, int], Deadline] = {}
+    bodies = []
+    for s in submissions:
+        course_id = s.assignment.course_id
+        if course_id not in roles:
+            roles[course_id] = course_role(session, viewer, course_id) is CourseRole.INSTRUCTOR
+        key = (s.assignment_id, s.user_id)
+        if key not in known:
+            known[key] = deadline_of(session, s.assignment, s.user_id)
+        bodies.append(submission_json(session, s, viewer, scored=scores[s.id],
+                                      deadline=known[key], comments=comments.get(s.id, []),
+                                      instructor=roles[course_id]))
+    return bodies
 
 
 def _iso(moment: datetime | None) -> str | None:

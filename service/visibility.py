@@ -44,13 +44,18 @@ def student_view(document: Mapping[str, Any], *, now: datetime, due_at: datetime
         if tests or not diagnosis["tests"]:
             diagnoses.append({**told, "tests": tests})
     score = round(sum(t["score"] for t in shown), 4)
-    max_score = round(sum(t["max_score"] for t in shown), 4)
+    # The maximum is the assignment's, whatever is shown: a student never reads 7.5 / 9.5 where
+    # the statement says 10 (the points held back are said in the summary).
+    max_score = float(document["max_score"])
+    shown_max = round(sum(t["max_score"] for t in shown), 4)
     meta = document.get("autograde", {})
     return {
         "score": score,
         "max_score": max_score,
+        "shown_max_score": shown_max,
         "execution_time": document["execution_time"],
-        "output": _summary(score, max_score, shown, diagnoses, withheld),
+        "output": _summary(score, max_score, shown, diagnoses, withheld,
+                           round(max_score - shown_max, 4)),
         "tests": shown,
         "diagnoses": diagnoses,
         "withheld_checks": withheld,
@@ -81,7 +86,7 @@ def _as_told(diagnosis: Mapping[str, Any], tier: str | None) -> dict[str, Any] |
 
 
 def _summary(score: float, max_score: float, shown: list[dict[str, Any]],
-             diagnoses: list[dict[str, Any]], withheld: int) -> str:
+             diagnoses: list[dict[str, Any]], withheld: int, held_points: float) -> str:
     failed = sum(1 for t in shown if t["status"] == "failed")
     lines = [f"Score {score:g}/{max_score:g}" + (" on the checks shown so far." if withheld
                                                  else ".")]
@@ -92,7 +97,8 @@ def _summary(score: float, max_score: float, shown: list[dict[str, Any]],
     else:
         lines.append("All checks passed.")
     if withheld:
-        lines.append(f"{withheld} more check{'s are' if withheld > 1 else ' is'} graded but "
+        lines.append(f"{withheld} more check{'s are' if withheld > 1 else ' is'} "
+                     f"({held_points:g} point{'s' if held_points != 1 else ''}) graded but "
                      "shown only after release.")
     lines += [f"[{d['code']}] {CATALOGUE[d['code']].title}" if d["code"] in CATALOGUE
               else f"[{d['code']}]" for d in diagnoses]

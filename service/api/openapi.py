@@ -110,9 +110,13 @@ def openapi_document() -> dict[str, Any]:
                                                          "enum": ["true", "false"]}},
             _LIMIT, _OFFSET)},
         "/api/v1/instructor/assignments/{slug}/regrade": {"post": _op(
-            "Regrade every finished submission (optionally only those with a status)",
-            {"202": _json({"type": "object"}, "Submission ids queued again"),
-             **_problems(400, 401, 403, 404, 409)}, _SLUG, _COURSE, _STATUS)},
+            "Regrade each student's counted submission (scope=counted, the default) or every "
+            "one; the current results count until the new ones are stored",
+            {"202": _json({"type": "object"}, "Submission ids queued again and the run"),
+             **_problems(400, 401, 403, 404, 409)}, _SLUG, _COURSE,
+            {"name": "scope", "in": "query", "schema": {"type": "string",
+                                                         "enum": ["counted", "all"]}})},
+        **_gradebook_paths(),
         "/api/v1/instructor/submissions/{submission_id}/regrade": {"post": _op(
             "Regrade one submission", {"202": _json({"type": "object"}, "Queued again"),
                                        **_problems(401, 403, 404)}, _SUBMISSION_ID)},
@@ -139,6 +143,48 @@ def openapi_document() -> dict[str, Any]:
         "paths": paths,
         "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
                        "schemas": _schemas()},
+    }
+
+
+def _gradebook_paths() -> dict[str, Any]:
+    run = {"name": "run_id", "in": "path", "required": True,
+           "schema": {"type": "integer", "minimum": 1}}
+    extension = {"name": "extension_id", "in": "path", "required": True,
+                 "schema": {"type": "integer", "minimum": 1}}
+    anything = _json({"type": "object"}, "The resource")
+
+    def body(name: str) -> dict[str, Any]:
+        return {"required": True, "content": {"application/json": {"schema": _ref(name)}}}
+
+    return {
+        "/api/v1/instructor/assignments/{slug}/gradebook": {"get": _op(
+            "A row per enrolled student with the counted submission and its final score",
+            {"200": anything, **_problems(400, 401, 403, 404, 409)}, _SLUG, _COURSE, _LIMIT,
+            _OFFSET)},
+        "/api/v1/instructor/assignments/{slug}/regrades/{run_id}": {"get": _op(
+            "A regrade's progress and what changed (scores up, down, codes)",
+            {"200": anything, **_problems(401, 403, 404, 409)}, _SLUG, run, _COURSE)},
+        "/api/v1/instructor/assignments/{slug}/extensions": {
+            "get": _op("The assignment's and the course's extensions",
+                       {"200": anything, **_problems(401, 403, 404, 409)}, _SLUG, _COURSE),
+            "post": _op("Extend one or several students' deadline (due_at) or give them "
+                        "standing extra days on every assignment (extra_days)",
+                        {"201": anything, **_problems(400, 401, 403, 404, 409, 415)}, _SLUG,
+                        _COURSE, body=body("NewExtension"))},
+        "/api/v1/instructor/assignments/{slug}/extensions/{extension_id}": {"delete": _op(
+            "Revoke an extension", {"204": {"description": "Revoked"},
+                                    **_problems(401, 403, 404, 409)}, _SLUG, extension,
+            _COURSE)},
+        "/api/v1/instructor/submissions/{submission_id}/adjustments": {
+            "get": _op("The submission's score adjustments (the audit trail)",
+                       {"200": anything, **_problems(401, 403, 404)}, _SUBMISSION_ID),
+            "post": _op("Set the submission's final score by hand, with a reason",
+                        {"201": anything, **_problems(400, 401, 403, 404, 415)},
+                        _SUBMISSION_ID, body=body("NewAdjustment"))},
+        "/api/v1/instructor/submissions/{submission_id}/comments": {"post": _op(
+            "A comment to the student on the submission",
+            {"201": anything, **_problems(400, 401, 403, 404, 415)}, _SUBMISSION_ID,
+            body=body("NewComment"))},
     }
 
 
@@ -236,8 +282,23 @@ def _schemas() -> dict[str, Any]:
             "rate_limit_count": {"type": "integer", "minimum": 1, "nullable": True},
             "rate_limit_window_seconds": {"type": "integer", "minimum": 1, "nullable": True},
             "published": {"type": "boolean"}, "results_published": {"type": "boolean"},
-            "score_policy": {"type": "string", "enum": ["best", "latest"]}},
+            "score_policy": {"type": "string", "enum": ["best", "latest"]},
+            "time_zone": {"type": "string", "description": "IANA zone of a due_at given "
+                                                          "without an offset"}},
             "additionalProperties": False},
+        "NewExtension": {"type": "object", "required": ["students"], "properties": {
+            "students": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+            "due_at": {"type": "string", "description": "a new deadline for this assignment"},
+            "time_zone": {"type": "string"},
+            "extra_days": {"type": "integer", "minimum": 1, "maximum": 365,
+                           "description": "standing extra days on every assignment"},
+            "reason": {"type": "string", "maxLength": 4000}}},
+        "NewAdjustment": {"type": "object", "required": ["reason"], "properties": {
+            "score": {"type": "number", "nullable": True,
+                      "description": "the final score; null: back to the computed one"},
+            "reason": {"type": "string", "minLength": 1, "maxLength": 4000}}},
+        "NewComment": {"type": "object", "required": ["body"], "properties": {
+            "body": {"type": "string", "minLength": 1, "maxLength": 4000}}},
         "NewWebhook": {"type": "object", "required": ["url"], "properties": {
             "url": {"type": "string", "format": "uri", "maxLength": 2048},
             "events": {"type": "array", "minItems": 1, "items": {

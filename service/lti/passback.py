@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from service import queue
 from service.db import rows_changed
 from service.events import Event, dispatch_due
+from service.gradebook import counted_score
 from service.lti.keys import sign
 from service.lti.provision import SCORE_SCOPE
 from service.models import (
@@ -35,9 +36,7 @@ from service.models import (
     PassbackStatus,
     Result,
     ScorePassback,
-    ScorePolicy,
     Submission,
-    SubmissionStatus,
     utcnow,
 )
 from service.visibility import released
@@ -169,18 +168,16 @@ def scores_url(lineitem_url: str) -> str:
     return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/scores"))
 
 
-def chosen_result(session: Session, user_id: int, assignment: CourseAssignment) -> Result | None:
-    """The result that is the student's score by the assignment's policy: their best or their
-    latest graded submission's, scored after the late policy (what exports and pages show)."""
-    graded = list(session.scalars(select(Submission).where(
-        Submission.user_id == user_id, Submission.assignment_id == assignment.id,
-        Submission.status == SubmissionStatus.GRADED).order_by(Submission.requested_at,
-                                                                Submission.id)))
-    results = [s.result for s in graded if s.result is not None]
-    if not results:
+def chosen_result(session: Session, user_id: int, assignment: CourseAssignment
+                  ) -> tuple[Result, float] | None:
+    """The result of the student's counted submission and its final score, as the gradebook
+    decides them (``service.gradebook.counted_score``: policy, deadline and extensions, late
+    penalty, adjustments) — the same score as their page, the CSV and the API."""
+    counted = counted_score(session, user_id, assignment)
+    if counted is None or counted.result_id is None or counted.final is None:
         return None
-    return (results[-1] if assignment.score_policy is ScorePolicy.LATEST
-            else max(results, key=lambda r: r.final_score))
+    result = session.get(Result, counted.result_id)
+    return (result, counted.final) if result is not None else None
 
 
 def withheld_until(result: Result, assignment: CourseAssignment, *, recheck_seconds: int
@@ -225,11 +222,12 @@ def publish(session: Session, delivery_id: int, *, settings: PassbackSettings,
     platform = session.get(LtiPlatform, delivery.lti_user.platform_id)
     assert platform is not None
     assignment = delivery.submission.assignment
-    result = chosen_result(session, delivery.lti_user.user_id, assignment)
-    if result is None:
+    chosen = chosen_result(session, delivery.lti_user.user_id, assignment)
+    if chosen is None:
         _finish(session, delivery, lease, PassbackStatus.SUPERSEDED,
                 error="the student has no graded submission any more")
         return Outcome("skipped")
+    result, final = chosen
     held = withheld_until(result, assignment, recheck_seconds=settings.hold_recheck_seconds)
     if held is not None:
         # Not an attempt: nothing was sent. The periodic task sends it when it is due again.
@@ -237,7 +235,7 @@ def publish(session: Session, delivery_id: int, *, settings: PassbackSettings,
                 attempts=delivery.attempts - 1,
                 error="held: some checks are not released to the student yet")
         return Outcome("held")
-    score = (result.final_score, result.max_score)
+    score = (final, result.max_score)
     try:
         _send(session, platform, delivery, score, tokens, settings.timeout_seconds)
     except (DeliveryError, requests.RequestException, ValueError, KeyError) as exc:

@@ -8,6 +8,7 @@ from service.models.assignments import (
 )
 from service.models.base import Base, utcnow
 from service.models.courses import Course, CourseRole, Enrolment
+from service.models.gradebook import Extension, RegradeRun, ScoreAdjustment, SubmissionComment
 from service.models.lti import (
     LtiContext,
     LtiDeployment,
@@ -32,6 +33,7 @@ __all__ = [
     "CourseRole",
     "DeliveryStatus",
     "Enrolment",
+    "Extension",
     "LatePolicy",
     "LtiContext",
     "LtiDeployment",
@@ -41,11 +43,14 @@ __all__ = [
     "LtiToolKey",
     "LtiUser",
     "PassbackStatus",
+    "RegradeRun",
     "Result",
     "Role",
+    "ScoreAdjustment",
     "ScorePassback",
     "ScorePolicy",
     "Submission",
+    "SubmissionComment",
     "SubmissionFile",
     "SubmissionStatus",
     "User",

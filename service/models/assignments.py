@@ -18,13 +18,14 @@ class LatePolicy(enum.Enum):
     ACCEPT = "accept"
     """Late submissions are graded and flagged."""
     PENALTY = "penalty"
-    """Graded; the stored score loses ``late_penalty_per_day`` (a fraction) per started day."""
+    """Graded; the final score loses ``late_penalty_per_day`` (a fraction of the score) per
+    started day after the student's deadline (``service.lateness``)."""
     REJECT = "reject"
     """Refused after the due date."""
 
 
 class ScorePolicy(enum.Enum):
-    """Which of a student's graded submissions is their score in an LMS gradebook."""
+    """Which of a student's graded submissions counts (``service.gradebook.standings``)."""
 
     BEST = "best"
     LATEST = "latest"
@@ -41,6 +42,8 @@ class CourseAssignment(IdMixin, CreatedMixin, Base):
     """The content hash of the package currently graded."""
     max_score: Mapped[float]
     due_at: Mapped[datetime | None]
+    time_zone: Mapped[str] = mapped_column(String(64), default="UTC")
+    """The IANA zone the instructor set the due date in; pages show deadlines in it."""
     late_policy: Mapped[LatePolicy] = mapped_column(enum_column(LatePolicy),
                                                     default=LatePolicy.ACCEPT)
     late_penalty_per_day: Mapped[float] = mapped_column(default=0.0)
@@ -53,7 +56,7 @@ class CourseAssignment(IdMixin, CreatedMixin, Base):
     """Releases ``after_published`` checks (and ``hidden`` ones) to students."""
     score_policy: Mapped[ScorePolicy] = mapped_column(enum_column(ScorePolicy),
                                                       default=ScorePolicy.BEST)
-    """The score sent to an LMS gradebook: the best or the latest graded submission's."""
+    """The counted score, everywhere: the best or the latest graded submission's final score."""
 
     course: Mapped[Course] = relationship()
     versions: Mapped[list[AssignmentVersion]] = relationship(back_populates="assignment",

@@ -44,6 +44,8 @@ class Submission(IdMixin, Base):
     claimed_by: Mapped[str | None] = mapped_column(String(128))
     lease_expires_at: Mapped[datetime | None]
     late: Mapped[bool] = mapped_column(default=False)
+    """Late against the deadline in force when it was submitted: a record only. Lateness is
+    derived when read (``service.gradebook``), so deadlines and extensions can move."""
     message: Mapped[str | None] = mapped_column(Text)
     """What the student reads when grading failed for reasons not their own."""
     requested_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -60,8 +62,9 @@ class Submission(IdMixin, Base):
 
     @property
     def result(self) -> Result | None:
-        """The result of the current round, if it has one."""
-        return next((r for r in self.results if r.round == self.round), None)
+        """The newest stored result: during a regrade, the previous round's stays in force
+        until the new round stores its own."""
+        return self.results[-1] if self.results else None
 
 
 class SubmissionFile(IdMixin, Base):
@@ -86,7 +89,8 @@ class Result(IdMixin, Base):
     score: Mapped[float]
     """The document's score, before any late penalty."""
     final_score: Mapped[float]
-    """The score after the late policy."""
+    """The score after the late policy as it stood when the result was stored: a record only.
+    The final score is derived when read (``service.gradebook``), so it is never stale."""
     max_score: Mapped[float]
     codes: Mapped[list[str]]
     document: Mapped[dict[str, Any]]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
 from flask import Flask
 from flask_wtf.csrf import CSRFProtect
 
-from service.web import instructor, student, webhooks
+from service.web import gradebook, instructor, student, webhooks
 from service.web.pages import assets_blueprint
 from service.web.security import configure_web_security
 
@@ -18,7 +21,15 @@ def init_web(app: Flask) -> None:
     for name in ("api", "auth"):
         if name in app.blueprints:
             csrf.exempt(app.blueprints[name])
+    app.jinja_env.filters["in_zone"] = in_zone
     app.register_blueprint(assets_blueprint())
     for blueprint in (student.blueprint, instructor.blueprint, instructor.account,
-                      webhooks.blueprint):
+                      webhooks.blueprint, gradebook.blueprint):
         app.register_blueprint(blueprint)
+
+
+def in_zone(moment: datetime, zone: str) -> str:
+    """A moment as the instructor set it: in the assignment's time zone, named."""
+    local = moment.astimezone(ZoneInfo(zone))
+    return local.strftime("%Y-%m-%d %H:%M ") + (local.tzname() or zone) + (
+        "" if zone == "UTC" else f" ({zone})")

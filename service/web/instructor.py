@@ -15,9 +15,6 @@ from flask import (
     request,
     url_for,
 )
-from flask import (
-    session as cookie_session,
-)
 from sqlalchemy import select
 from werkzeug.wrappers import Response as BaseResponse
 
@@ -29,21 +26,24 @@ from service.dashboard import (
     course_members,
     filter_submissions,
     queue_counts,
-    regrade_progress,
     taught_assignments,
     taught_courses,
     teaches,
 )
 from service.db import session
 from service.errors import Forbidden, NotFound, ServiceError
+from service.gradebook import deadline_of, score_of
 from service.instructor import (
     export_gradescope_document,
     export_scores_csv,
-    list_submissions,
+    latest_regrade,
     regrade,
+    regrade_report,
 )
 from service.models import Course, CourseAssignment, CourseRole, Role, User
+from service.pagination import page_numbers
 from service.queue import enqueue
+from service.records import adjustments_of
 from service.submissions import readable_submission
 from service.web.forms import ButtonForm, EnrolForm, NewUserForm, TokenForm
 from service.web.pages import page_blueprint
@@ -85,35 +85,23 @@ def index() -> str:
 def assignment(course: str, slug: str) -> str:
     target = _taught(course, slug)
     stats = assignment_stats(session(), target)
+    run = latest_regrade(session(), target)
     return render_template("dashboard/assignment.html", assignment=target, stats=stats,
-                           charts=stats.charts(), regrade_form=ButtonForm(prefix="regrade"),
-                           regrading=cookie_session.get(_regrade_key(target)))
+                           charts=stats.charts(),
+                           regrade=regrade_report(session(), run) if run else None)
 
 
 @blueprint.get("/courses/<course>/assignments/<slug>/queue.json")
 @login_page
 def queue(course: str, slug: str) -> Response:
+    """What the overview refreshes while it is open: queue, latency, current figures and the
+    latest regrade's progress and report."""
     target = _taught(course, slug)
-    stats = assignment_stats(session(), target)
-    ids = cookie_session.get(_regrade_key(target)) or []
-    return jsonify(queue=stats.queue, latency=stats.latency,
-                   regrade=regrade_progress(session(), ids) if ids else None)
-
-
-def _regrade_key(target: CourseAssignment) -> str:
-    return f"regrade-{target.id}"
-
-
-@blueprint.post("/courses/<course>/assignments/<slug>/regrade")
-@login_page
-def regrade_all(course: str, slug: str) -> BaseResponse:
-    target = _taught(course, slug)
-    if not ButtonForm(prefix="regrade").validate_on_submit():
-        abort(400)
-    chosen = regrade(session(), list_submissions(session(), target, limit=10**6), enqueue)
-    cookie_session[_regrade_key(target)] = chosen[:5000]
-    flash(f"Regrading {len(chosen)} submission(s).", "info")
-    return redirect(url_for("dashboard.assignment", course=course, slug=slug) + "#queue", 303)
+    stats = assignment_stats(session(), target, checks=False)
+    run = latest_regrade(session(), target)
+    return jsonify(queue=stats.queue, latency=stats.latency, charts=stats.charts(),
+                   graded_students=stats.graded_students, students=stats.students,
+                   regrade=regrade_report(session(), run) if run else None)
 
 
 @blueprint.get("/courses/<course>/assignments/<slug>/submissions")
@@ -121,11 +109,10 @@ def regrade_all(course: str, slug: str) -> BaseResponse:
 def submissions(course: str, slug: str) -> str:
     target = _taught(course, slug)
     wanted = SubmissionFilter.from_args(request.args)
-    rows = filter_submissions(session(), target, wanted)
-    codes = sorted({c for s in filter_submissions(session(), target, SubmissionFilter())
-                    if s.result for c in s.result.codes})
-    return render_template("dashboard/submissions.html", assignment=target, rows=rows,
-                           wanted=wanted, codes=codes)
+    number, per_page = page_numbers(request.args.get("page"), request.args.get("per_page"))
+    found = filter_submissions(session(), target, wanted, number=number, per_page=per_page)
+    return render_template("dashboard/submissions.html", assignment=target, page=found.page,
+                           scores=found.scores, wanted=wanted, codes=found.codes)
 
 
 @blueprint.get("/courses/<course>/assignments/<slug>/scores.csv")
@@ -155,7 +142,10 @@ def submission(submission_id: int) -> str:
     return render_template("dashboard/submission.html", **result_context(found, page_user()),
                            document_json=json.dumps(document, indent=2) if document else None,
                            meta=(document or {}).get("autograde", {}),
-                           regrade_form=ButtonForm(prefix="regrade"))
+                           regrade_form=ButtonForm(prefix="regrade"), form=ButtonForm(),
+                           scored=score_of(session(), found),
+                           deadline=deadline_of(session(), found.assignment, found.user_id),
+                           adjustments=adjustments_of(session(), found))
 
 
 @blueprint.post("/submissions/<int:submission_id>/regrade")
@@ -198,8 +188,11 @@ def people(course: str) -> str | BaseResponse:
     except ServiceError as error:
         session().rollback()
         flash(error.detail, "error")
+    number, per_page = page_numbers(request.args.get("page"), request.args.get("per_page"))
     return render_template("dashboard/people.html", course=target,
-                           members=course_members(session(), target), enrol_form=enrol_form,
+                           page=course_members(session(), target, number=number,
+                                               per_page=per_page),
+                           enrol_form=enrol_form,
                            user_form=user_form, created=created)
 
 

@@ -23,16 +23,20 @@ from assignments.spec import load_spec
 from service.accounts import authenticate
 from service.catalogue import assignment_detail, public_file
 from service.courses import find_assignment, visible_assignments
-from service.dashboard import best_scores, pointed_lines, taught_courses
+from service.dashboard import counted_scores, pointed_lines, taught_courses
 from service.db import session
 from service.errors import ServiceError, Unauthorized
+from service.gradebook import deadline_of
 from service.models import CourseAssignment, Submission, SubmissionStatus, User
 from service.queue import enqueue
 from service.submissions import (
+    count_mine,
     my_submissions,
     rate_limit_for,
+    rate_status,
     readable_submission,
     submission_json,
+    submissions_json,
     submit,
 )
 from service.uploads import UploadLimits, read_upload
@@ -43,6 +47,8 @@ from service.web.session_auth import log_in, log_out, login_page, page_user, web
 
 blueprint = page_blueprint("web", __name__)
 
+HISTORY = 100
+"""Submissions listed on an assignment's page (the API pages through all of them)."""
 FINISHED = {SubmissionStatus.GRADED.value, SubmissionStatus.FAILED.value}
 
 
@@ -101,7 +107,8 @@ def assignments() -> str:
     user = page_user()
     rows = visible_assignments(session(), user)
     return render_template("student/assignments.html", assignments=rows,
-                           best=best_scores(session(), user, rows))
+                           counted=counted_scores(session(), user, rows),
+                           deadlines={a.id: deadline_of(session(), a, user.id).at for a in rows})
 
 
 def _assignment(course: str, slug: str) -> CourseAssignment:
@@ -113,9 +120,14 @@ def _assignment(course: str, slug: str) -> CourseAssignment:
 def assignment(course: str, slug: str) -> str:
     user, target = page_user(), _assignment(course, slug)
     detail = assignment_detail(session(), user, target)
-    history = [submission_json(session(), s, user)
-               for s in my_submissions(session(), user, target, 100, 0)]
+    history = submissions_json(session(), my_submissions(session(), user, target, HISTORY, 0),
+                               user)
     return render_template("student/assignment.html", assignment=target, detail=detail,
+                           deadline=deadline_of(session(), target, user.id),
+                           history_total=count_mine(session(), user, target),
+                           counted=counted_scores(session(), user, [target])[target.id],
+                           rate=rate_status(session(), user, target,
+                                            rate_limit_for(target, current_app.config)),
                            statement=markdown(detail["statement"]), history=history,
                            form=SubmitForm(), entry=load_spec(target.slug).entry,
                            chart={"points": [{"id": h["id"], "at": h["requested_at"],

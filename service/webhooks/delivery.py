@@ -26,6 +26,7 @@ from standardwebhooks import Webhook
 from service import queue
 from service.db import rows_changed
 from service.events import Event, dispatch_due
+from service.gradebook import score_of
 from service.models import (
     DeliveryStatus,
     Result,
@@ -113,6 +114,9 @@ def event_payload(session: Session, submission: Submission, event: Event) -> dic
     result = session.scalar(select(Result).where(Result.submission_id == submission.id,
                                                  Result.round == submission.round))
     scored = result if event is Event.GRADED else None
+    # Final score and lateness as the gradebook derives them (deadline, extension, penalty,
+    # adjustment): what the student's page and the CSV say.
+    now = score_of(session, submission)
     data = {
         "submission_id": submission.id,
         "student": {"id": submission.user.id, "username": submission.user.username},
@@ -122,9 +126,9 @@ def event_payload(session: Session, submission: Submission, event: Event) -> dic
         "status": "graded" if event is Event.GRADED else "failed",
         "score": scored.score if scored else None,
         "max_score": scored.max_score if scored else submission.assignment.max_score,
-        "final_score": scored.final_score if scored else None,
+        "final_score": now.final if scored else None,
         "codes": list(scored.codes) if scored else [],
-        "late": submission.late,
+        "late": now.late,
         "message": submission.message if event is Event.FAILED else None,
     }
     stamp = utcnow().isoformat().replace("+00:00", "Z")

@@ -289,8 +289,11 @@ def test_regrade_all_queues_a_new_round_and_reports_progress(
         assert submission is not None
         assert submission.round == 2 and submission.status is SubmissionStatus.QUEUED
     progress = client.get("/dashboard" + ASSIGNMENT + "/queue.json").get_json()
-    assert progress["regrade"] == {"queued": 1, "running": 0, "graded": 0, "failed": 0,
-                                   "total": 1, "done": 0}
+    assert {k: progress["regrade"][k] for k in ("scope", "total", "queued", "done",
+                                                "finished")} == {
+        "scope": "counted", "total": 1, "queued": 1, "done": 0, "finished": False}
+    # The previous result stays counted while the new round waits.
+    assert progress["graded_students"] == 1
 
 
 def test_instructor_creates_and_enrols_a_user_and_tokens_are_shown_once(

@@ -17,7 +17,7 @@ from sandbox import create_backend
 from service import db
 from service.accounts import create_user
 from service.grading import GradingPolicy, claim, reap, store_result
-from service.instructor import gradescope_results, regrade, scores_csv
+from service.instructor import export_scores_csv, gradescope_results, regrade
 from service.models import CourseAssignment, Result, Submission, SubmissionStatus, User, utcnow
 from service.submissions import RateLimit, submission_json, submit
 from service.tasks import current_grader
@@ -143,9 +143,12 @@ def test_exports(pg_app: Flask, pg_factory: Factory) -> None:
     db.session().expire_all()
     graded = db.session().get(Submission, submission.id)
     assert graded is not None
-    rows = list(csv.DictReader(io.StringIO(scores_csv([graded]))))
-    assert rows[0]["codes"] == "syntax-error" and rows[0]["score"] == "0"
-    gradescope = gradescope_results(graded)
+    table = export_scores_csv(db.session(), graded.assignment, every_submission=False)
+    rows = list(csv.DictReader(io.StringIO(table)))
+    assert rows[0]["codes"] == "syntax-error" and rows[0]["final_score"] == "0"
+    assert rows[0]["status"] == "graded" and rows[0]["username"] == graded.user.username
+    assert graded.result is not None
+    gradescope = gradescope_results(graded.result.document, 0.0)
     assert gradescope is not None
     assert set(gradescope) == {"score", "execution_time", "output", "tests"}
     assert {"name", "score", "max_score", "visibility"} <= set(gradescope["tests"][0])
@@ -173,7 +176,9 @@ def test_unreleased_checks_reveal_nothing(hidden_status: str) -> None:
     assert [t["number"] for t in view["tests"]] == ["1.1"]
     assert view["diagnoses"] == [] and view["withheld_checks"] == 1
     assert "All checks passed" not in view["output"]
-    assert (view["score"], view["max_score"]) == (1.0, 1.0)
+    # The maximum stays the assignment's (the CLI and the page agree with the statement).
+    assert (view["score"], view["max_score"], view["shown_max_score"]) == (1.0, 2.0, 1.0)
+    assert "(1 point) graded but shown only after release" in view["output"]
     text = repr(view)
     assert "secret evidence" not in text and "mask-ignored" not in text
     after = student_view(_document(hidden_status), now=now + timedelta(days=2),

@@ -46,6 +46,27 @@
     tick();
   }
 
+  function showRegrade(run) {
+    const set = (id, text) => { const el = document.getElementById(id); if (el) el.textContent = text; };
+    const box = document.getElementById("regrade-progress");
+    if (!box) return;
+    box.hidden = false;
+    const bar = document.getElementById("regrade-bar");
+    const done = run.done + run.failed;
+    bar.max = Math.max(run.total, 1);
+    bar.value = done;
+    set("regrade-text", done + " of " + run.total + " regraded");
+    if (run.finished) {
+      let text = "Regrade done: " + run.up + " up, " + run.down + " down, " + run.same + " unchanged";
+      if (run.failed) text += ", " + run.failed + " failed";
+      text += ".";
+      for (const [code, n] of Object.entries(run.codes_gained)) text += " +" + code + " ×" + n;
+      for (const [code, n] of Object.entries(run.codes_lost)) text += " −" + code + " ×" + n;
+      set("regrade-report", text);
+      box.dataset.finished = "yes";
+    }
+  }
+
   function pollQueue(card) {
     const url = card.dataset.queueUrl;
     const set = (id, text) => { const el = document.getElementById(id); if (el) el.textContent = text; };
@@ -59,14 +80,10 @@
           set("lat-median", seconds(body.latency.median));
           set("lat-p95", seconds(body.latency.p95));
           set("lat-wait", seconds(body.latency.wait_median));
-          if (body.regrade) {
-            const box = document.getElementById("regrade-progress");
-            box.hidden = false;
-            const bar = document.getElementById("regrade-bar");
-            bar.max = Math.max(body.regrade.total, 1);
-            bar.value = body.regrade.done;
-            set("regrade-text", body.regrade.done + " of " + body.regrade.total + " regraded");
-          }
+          set("students-graded", String(body.graded_students));
+          set("students-submitted", String(body.students));
+          document.dispatchEvent(new CustomEvent("autograde:charts", {detail: body.charts}));
+          if (body.regrade) showRegrade(body.regrade);
         }
       } catch (error) { /* keep polling */ }
       setTimeout(tick, 2000);

@@ -59,6 +59,22 @@
     });
   }
 
+  // The overview refreshes its figures while open (a regrade keeps them readable throughout).
+  document.addEventListener("autograde:charts", (event) => {
+    const fresh = event.detail;
+    const histogram = document.getElementById("histogram-chart");
+    if (fresh && histogram && histogram.chart) {
+      histogram.chart.data.datasets[0].data = fresh.histogram.counts;
+      histogram.chart.update();
+    }
+    const codes = document.getElementById("codes-chart");
+    if (fresh && codes && codes.chart) {
+      codes.chart.data.labels = fresh.codes.map((c) => c.code);
+      codes.chart.data.datasets[0].data = fresh.codes.map((c) => c.students);
+      codes.chart.update();
+    }
+  });
+
   const history = data("history-data");
   if (history) {
     draw("history-chart", {
