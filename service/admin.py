@@ -24,6 +24,7 @@ from service.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
+from service.release import release_results, scores_released
 from service.webhooks.egress import EgressPolicy
 from service.webhooks.endpoints import course_endpoints, create_endpoint
 
@@ -80,7 +81,16 @@ def assignment(session: Session, course: str, slug: str) -> CourseAssignment:
 
 
 def set_assignment(session: Session, course: str, slug: str, changes: dict[str, Any]) -> None:
-    update_settings(assignment(session, course, slug), changes)
+    target = assignment(session, course, slug)
+    release = changes.get("results_published") is True
+    update_settings(target, {k: v for k, v in changes.items()
+                             if not (release and k == "results_published")})
+    # Through the one release function, so the scores that waited for it leave now.
+    if release:
+        release_results(session, target, by=None)
+    elif "due_at" in changes:
+        session.commit()
+        scores_released(session, target)
 
 
 def add_webhook(session: Session, *, course: str, url: str,

@@ -43,6 +43,9 @@ def submit(session: Session, *, user: User, assignment: CourseAssignment,
            files: Mapping[str, bytes], limit: RateLimit) -> Submission:
     """Record a submission as ``queued`` (the caller commits, then enqueues)."""
     now = utcnow()
+    if course_role(session, user, assignment.course_id) is CourseRole.OBSERVER:
+        raise Forbidden("Observers (mentors in the LMS) see the course's assignments but do not "
+                        "submit.")
     late = assignment.due_at is not None and now > assignment.due_at
     if late and assignment.late_policy is LatePolicy.REJECT:
         raise Forbidden(f"The due date ({assignment.due_at:%Y-%m-%d %H:%M} UTC) has passed and "

@@ -26,6 +26,7 @@ from standardwebhooks import Webhook
 
 from service.db import rows_changed
 from service.events import Event, dispatch_due
+from service.lti.identity import lms_identity
 from service.models import (
     DeliveryStatus,
     Result,
@@ -116,7 +117,8 @@ def event_payload(session: Session, submission: Submission, event: Event) -> dic
     scored = result if event is Event.GRADED else None
     data = {
         "submission_id": submission.id,
-        "student": {"id": submission.user.id, "username": submission.user.username},
+        "student": {"id": submission.user.id, "username": submission.user.username,
+                    "lms": lms_identity(session, submission)},
         "course": submission.assignment.course.code,
         "assignment": submission.assignment.slug,
         "round": submission.round,

@@ -34,7 +34,7 @@ from service.models import (
     User,
     utcnow,
 )
-from tests.lti_platform import INSTRUCTOR, LEARNER, TEACHING_ASSISTANT, LmsPlatform, new_key
+from tests.lti_platform import INSTRUCTOR, LEARNER, LmsPlatform, new_key
 from tests.servicekit import PASSWORD
 
 POLICY = GradingPolicy(lease_seconds=60, max_attempts=3)
@@ -138,17 +138,6 @@ def test_student_launch_provisions_and_logs_in(lms: LmsPlatform, tool: Tool) -> 
     assert page.status_code == 200 and "User student-1" in page.text
     user = _user("student-1")
     assert user.display_name == "User student-1"
-
-
-@pytest.mark.parametrize(("roles", "instructor"), [
-    ([INSTRUCTOR], True), ([TEACHING_ASSISTANT], True), ([LEARNER], False),
-    (["http://purl.imsglobal.org/vocab/lis/v2/institution/person#Administrator"], True),
-    ([], False)])
-def test_lti_roles_map_to_course_roles(roles: list[str], instructor: bool) -> None:
-    from service.lti.provision import course_role
-    from service.models import CourseRole
-
-    assert (course_role(roles) is CourseRole.INSTRUCTOR) is instructor
 
 
 def test_instructor_deep_links_an_assignment(lms: LmsPlatform, tool: Tool) -> None:
