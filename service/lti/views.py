@@ -125,7 +125,8 @@ def launch() -> BaseResponse | str:
     if done.message_type == DEEP_LINKING_REQUEST:
         return _picker(done, member)
     link = link_resource(session(), done, member)
-    if link.assignment is not None and link.lineitem_url is None:
+    if link.assignment is not None and link.lineitem_url is None \
+            and member.context.lineitems_url:
         sync_lineitem(session(), link, tokens=runtime().tokens,
                       settings=ServiceSettings.from_config(current_app.config))
     session().commit()
