@@ -51,7 +51,7 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column('title', sa.String(length=255), nullable=False,
                                       server_default=''))
         batch_op.add_column(sa.Column('lineitem_label', sa.String(length=255), nullable=True))
-        batch_op.add_column(sa.Column('lineitem_score_maximum', sa.Float(), nullable=True))
+        batch_op.add_column(sa.Column('lineitem_score_maximum', sa.Double(), nullable=True))
         batch_op.add_column(sa.Column('lms_due_at', UTC, nullable=True))
         batch_op.add_column(sa.Column('lineitem_synced_at', UTC, nullable=True))
         batch_op.add_column(sa.Column('lineitem_error', sa.Text(), nullable=True))
