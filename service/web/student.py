@@ -23,11 +23,11 @@ from assignments import load_assignment
 from service.accounts import authenticate
 from service.catalogue import assignment_detail, public_file
 from service.celery_app import enqueue
-from service.courses import find_assignment, visible_assignments
+from service.courses import course_role, find_assignment, visible_assignments
 from service.dashboard import best_scores, pointed_lines, taught_courses
 from service.db import session
 from service.errors import ServiceError, Unauthorized
-from service.models import CourseAssignment, Submission, SubmissionStatus, User
+from service.models import CourseAssignment, CourseRole, Submission, SubmissionStatus, User
 from service.submissions import (
     my_submissions,
     rate_limit_for,
@@ -118,6 +118,8 @@ def assignment(course: str, slug: str) -> str:
     return render_template("student/assignment.html", assignment=target, detail=detail,
                            statement=markdown(detail["statement"]), history=history,
                            form=SubmitForm(), entry=load_assignment(target.slug).entry,
+                           observer=course_role(session(), user, target.course_id)
+                           is CourseRole.OBSERVER,
                            chart={"points": [{"id": h["id"], "at": h["requested_at"],
                                               "score": h["score"], "max": h["max_score"]}
                                              for h in reversed(history)
