@@ -85,6 +85,8 @@ class LmsPlatform:
     changes: list[tuple[int, str]] = field(default_factory=list)
     """(roster version, user id) of each change, for the differences link."""
     roster_requests: list[str] = field(default_factory=list)
+    forget_differences: bool = False
+    """Answer 410 to a differences link (a platform that keeps no history that far back)."""
     lineitems: dict[int, dict[str, Any]] = field(default_factory=dict)
     lineitem_requests: list[str] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
@@ -259,6 +261,8 @@ class LmsPlatform:
         if headers.get("Accept") != "application/vnd.ims.lti-nrps.v2.membershipcontainer+json":
             self.refusals.append(f"roster: accept {headers.get('Accept')}")
             return 406, {"error": "not acceptable"}
+        if "since" in query and self.forget_differences:
+            return 410, {"error": "no differences kept since then"}
         if "since" in query:
             changed = {sub for version, sub in self.changes if version > int(query["since"])}
             listed = [self.members[sub] for sub in sorted(changed)]

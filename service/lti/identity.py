@@ -28,3 +28,13 @@ def lms_identity(session: Session, submission: Submission) -> dict[str, Any] | N
     return {"platform": platform.issuer, "user_id": lti_user.sub,
             "course_id": context.context_id if context is not None else None,
             "name": lti_user.name or None, "email": lti_user.email}
+
+
+def lms_users_of(session: Session, course_id: int) -> dict[int, LtiUser]:
+    """The LMS identity (``sub``, name, email) of each member of a course who came from an LMS
+    (by launch or roster), by user id: what a gradebook shows beside its own columns."""
+    rows = session.scalars(
+        select(LtiUser).join(LtiMembership, LtiMembership.lti_user_id == LtiUser.id)
+        .join(LtiContext, LtiContext.id == LtiMembership.context_id)
+        .where(LtiContext.course_id == course_id).order_by(LtiUser.id))
+    return {lti_user.user_id: lti_user for lti_user in rows}

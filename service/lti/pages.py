@@ -61,6 +61,17 @@ def release_state(session: Session, assignment: CourseAssignment) -> ReleaseStat
         due_passed=due is not None and due <= utcnow(), waiting=held_count(session, assignment))
 
 
+def release_notice(session: Session, assignment: CourseAssignment) -> ReleaseState | None:
+    """What the dashboard says about the LMS gradebook: the release state of an assignment that
+    an LMS link opens, when scores wait (None otherwise)."""
+    linked = session.scalar(select(LtiResourceLink.id).where(
+        LtiResourceLink.assignment_id == assignment.id).limit(1))
+    if linked is None:
+        return None
+    state = release_state(session, assignment)
+    return state if state.holds else None
+
+
 def lms_page(session: Session, assignment: CourseAssignment) -> LmsPage:
     links = list(session.scalars(select(LtiResourceLink).where(
         LtiResourceLink.assignment_id == assignment.id).order_by(LtiResourceLink.id)))

@@ -18,7 +18,7 @@ from flask import current_app
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.lti.passback import AccessTokens, DeliveryError
+from service.lti.passback import PERMANENT, AccessTokens, DeliveryError
 from service.lti.provision import (
     LINEITEM_READ_SCOPE,
     LINEITEM_SCOPE,
@@ -140,14 +140,14 @@ def sync_roster(session: Session, context: LtiContext, *, tokens: AccessTokens,
     client = PlatformClient(session, context.platform, NRPS_SCOPE, tokens=tokens,
                             settings=settings)
     differences = context.differences_url
-    url = differences or context.memberships_url
-    listed: dict[str, dict[str, Any]] = {}
-    next_differences: str | None = None
-    for body, links in client.pages(url, accept=MEMBERSHIPS_MEDIA_TYPE):
-        for member in body.get("members") or []:
-            if isinstance(member, dict) and member.get("user_id"):
-                listed[str(member["user_id"])] = member
-        next_differences = links.get("differences") or next_differences
+    try:
+        listed, next_differences = _read_roster(client, differences or context.memberships_url)
+    except DeliveryError as exc:
+        if not differences or exc.status not in PERMANENT:
+            raise
+        # The platform forgot that point in time (or never kept it): read the whole roster.
+        differences = None
+        listed, next_differences = _read_roster(client, context.memberships_url)
     known = {m.lti_user.sub: m for m in session.scalars(
         select(LtiMembership).where(LtiMembership.context_id == context.id))}
     added = changed = dropped = active = 0
@@ -183,6 +183,20 @@ def sync_roster(session: Session, context: LtiContext, *, tokens: AccessTokens,
              context.id, active, added, changed, dropped, " (differences)" if differences
              else "")
     return RosterReport(active, added, changed, dropped, bool(differences))
+
+
+def _read_roster(client: PlatformClient, url: str
+                 ) -> tuple[dict[str, dict[str, Any]], str | None]:
+    """The members a roster URL lists, by user id, and its ``differences`` link."""
+    listed: dict[str, dict[str, Any]] = {}
+    differences: str | None = None
+    for body, links in client.pages(url, accept=MEMBERSHIPS_MEDIA_TYPE):
+        members = body.get("members") if isinstance(body, dict) else None
+        for member in members if isinstance(members, list) else []:
+            if isinstance(member, dict) and member.get("user_id"):
+                listed[str(member["user_id"])] = member
+        differences = links.get("differences") or differences
+    return listed, differences
 
 
 def _leave(session: Session, membership: LtiMembership, status: MembershipStatus) -> None:

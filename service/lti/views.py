@@ -27,7 +27,7 @@ from service.courses import course_by_code, find_assignment, require_instructor
 from service.dashboard import teaches
 from service.db import session
 from service.errors import Forbidden, NotFound, ServiceError
-from service.lti import deep_linking
+from service.lti import deep_linking, pages
 from service.lti.forms import PlatformForm
 from service.lti.keys import jwks, published_keys, rotate_key
 from service.lti.launch import (
@@ -39,7 +39,7 @@ from service.lti.launch import (
     begin_login,
     validate_launch,
 )
-from service.lti.pages import course_contexts, lms_page, roster_of
+from service.lti.pages import ReleaseState, course_contexts, lms_page, roster_of
 from service.lti.passback import (
     AccessTokens,
     GradePassback,
@@ -297,6 +297,10 @@ def rotate() -> BaseResponse:
         flash(f"New signing key {key.kid}; the previous one stays in the JWKS for "
               f"{_retired_key_days()} days.", "info")
     return redirect(url_for("lti_dashboard.platforms"), 303)
+
+
+def release_notice(assignment: CourseAssignment) -> ReleaseState | None:
+    return pages.release_notice(session(), assignment)
 
 
 def _retired_key_days() -> int:

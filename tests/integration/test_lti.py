@@ -21,6 +21,7 @@ from service import db
 from service.accounts import create_user, issue_token
 from service.celery_app import current_announcer
 from service.grading import GradingPolicy, claim, store_result
+from service.lti.identity import lms_users_of
 from service.lti.keys import rotate_key
 from service.lti.passback import GradePassback, PassbackSettings, publish, scores_url
 from service.lti.platforms import Registration, register_platform
@@ -455,6 +456,14 @@ def _sync(context_sub: str = "") -> None:
                      settings=ServiceSettings.from_config(current_app.config))
 
 
+def _course_id() -> int:
+    from service.models import Course
+
+    found = db.session().scalar(select(Course.id).where(Course.code == _course_code()))
+    assert found is not None
+    return found
+
+
 def _course_code() -> str:
     from service.models import Course
 
@@ -622,6 +631,17 @@ def test_the_roster_syncs_every_member_and_keeps_enrolments_in_step(
         LtiUser.sub == "s001"))
     assert dropped is not None and dropped.status is MembershipStatus.DROPPED
 
+    lms.forget_differences = True  # the platform no longer knows that point in time
+    lms.drop("s003")
+    before = len(lms.roster_requests)
+    _sync()
+    asked = lms.roster_requests[before:]
+    assert asked[:2] == [json.dumps({"since": "303"}), "{}"]  # refused: the whole roster
+    assert "s003" not in enrolled() and len(enrolled()) == 299
+    identities = lms_users_of(db.session(), _course_id())
+    assert {u.sub for u in identities.values()} >= {"s000", "late-joiner", "teacher-1"}
+    assert identities[_user("s042").id].email == "s042@uni.example"
+
 
 def test_release_from_the_dashboard_sends_held_scores_at_once(lms: LmsPlatform,
                                                               tool: Tool) -> None:
@@ -634,6 +654,9 @@ def test_release_from_the_dashboard_sends_held_scores_at_once(lms: LmsPlatform,
     url = f"{tool.url}/dashboard/lti/courses/{_course_code()}/assignments/attention"
     page = browser.get(url, timeout=30)
     assert 'data-waiting="1"' in page.text and "until you release results" in page.text
+    overview = browser.get(f"{tool.url}/dashboard/courses/{_course_code()}/assignments/"
+                           "attention", timeout=30)  # where an instructor's launch lands
+    assert 'id="lms-release-notice"' in overview.text and "<strong>1</strong>" in overview.text
     forged = browser.post(url + "/release", data={}, timeout=30)
     assert forged.status_code == 400 and _deliveries()[0].next_attempt_at > utcnow()
     released = browser.post(url + "/release", timeout=30,
