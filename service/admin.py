@@ -15,7 +15,6 @@ from sqlalchemy.orm import Session
 from service import accounts, courses, db
 from service.config import load_config
 from service.errors import NotFound
-from service.instructor import update_settings
 from service.models import (
     CourseAssignment,
     CourseRole,
@@ -24,7 +23,7 @@ from service.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
-from service.release import release_results, scores_released
+from service.release import apply_settings
 from service.webhooks.egress import EgressPolicy
 from service.webhooks.endpoints import course_endpoints, create_endpoint
 
@@ -81,16 +80,8 @@ def assignment(session: Session, course: str, slug: str) -> CourseAssignment:
 
 
 def set_assignment(session: Session, course: str, slug: str, changes: dict[str, Any]) -> None:
-    target = assignment(session, course, slug)
-    release = changes.get("results_published") is True
-    update_settings(target, {k: v for k, v in changes.items()
-                             if not (release and k == "results_published")})
-    # Through the one release function, so the scores that waited for it leave now.
-    if release:
-        release_results(session, target, by=None)
-    elif "due_at" in changes:
-        session.commit()
-        scores_released(session, target)
+    # Through the one settings function, so scores that waited for a release leave now.
+    apply_settings(session, assignment(session, course, slug), changes, by=None)
 
 
 def add_webhook(session: Session, *, course: str, url: str,

@@ -17,9 +17,9 @@ from service.instructor import (
     export_scores_csv,
     list_submissions,
     regrade,
-    update_settings,
 )
 from service.models import CourseAssignment
+from service.release import apply_settings
 from service.serialise import assignment_json
 from service.submissions import (
     my_submissions,
@@ -108,8 +108,7 @@ def course_submissions(slug: str) -> Response:
 @login_required
 def assignment_settings(slug: str) -> Response:
     target = _taught(slug)
-    update_settings(target, json_body())
-    session().commit()
+    apply_settings(session(), target, json_body(), by=current_user())
     return jsonify(assignment_json(target))
 
 

@@ -717,3 +717,22 @@ def test_webhook_events_carry_the_lms_identity(lms: LmsPlatform) -> None:
     assert student["lms"] == {"platform": lms.issuer, "user_id": "lms-ada",
                               "course_id": lms.context_id, "name": "User lms-ada",
                               "email": "ada@uni.example"}
+
+
+def test_releasing_over_the_api_sends_held_scores_at_once(lms: LmsPlatform, tool: Tool) -> None:
+    assert _student_launch(lms).status_code == 303
+    _graded(_user("student-1"), 6.0, hidden=True)
+    (delivery,) = _deliveries()
+    assert _publish(delivery.id) == "held"
+    lms.launch(requests.Session(), sub="teacher-1", roles=[INSTRUCTOR],
+               **lms.resource_link("link-1"))
+    headers = {"Authorization": "Bearer " + issue_token(db.session(), _user("teacher-1")).token}
+    db.session().commit()
+    url = f"{tool.url}/api/v1/instructor/assignments/attention"
+    unchanged = requests.patch(url, json={"score_policy": "latest"}, headers=headers, timeout=30)
+    assert unchanged.status_code == 200 and _deliveries()[0].next_attempt_at > utcnow()
+    done = requests.patch(url, json={"results_published": True}, headers=headers, timeout=30)
+    assert done.status_code == 200 and done.json()["results_published"] is True
+    (due,) = _deliveries()
+    assert due.next_attempt_at <= utcnow() and due.dispatched_at is not None
+    assert _publish(delivery.id) == "delivered"
