@@ -736,3 +736,26 @@ def test_releasing_over_the_api_sends_held_scores_at_once(lms: LmsPlatform, tool
     (due,) = _deliveries()
     assert due.next_attempt_at <= utcnow() and due.dispatched_at is not None
     assert _publish(delivery.id) == "delivered"
+
+
+def test_the_canvas_configuration_asks_for_every_service_and_the_due_date(tool: Tool) -> None:
+    config = requests.get(tool.url + "/lti/canvas.json", timeout=10).json()
+    assert set(config["scopes"]) == {
+        "https://purl.imsglobal.org/spec/lti-ags/scope/score",
+        "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
+        "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly",
+        "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"}
+    assert config["custom_fields"]["canvas_assignment_due_at"] == \
+        "$Canvas.assignment.dueAt.iso8601"
+
+
+def test_a_roster_member_has_no_password_to_log_in_with(lms: LmsPlatform, tool: Tool) -> None:
+    lms.enrol("s1", [LEARNER])
+    lms.launch(requests.Session(), sub="teacher-1", roles=[INSTRUCTOR], **lms.nrps_claim(),
+               **lms.resource_link("link-1", assignment="attention"))
+    _sync()
+    user = _user("s1")
+    for password in ("!lms", "", user.username):
+        answer = requests.post(tool.url + "/auth/login", timeout=10,
+                               json={"username": user.username, "password": password})
+        assert answer.status_code in (400, 401), answer.text
