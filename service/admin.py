@@ -27,7 +27,6 @@ from sqlalchemy.orm import Session
 from service import accounts, courses, db
 from service.config import DEFAULTS, ENV_PREFIX, data_dir_settings, load_config
 from service.errors import NotFound
-from service.instructor import update_settings
 from service.models import (
     CourseAssignment,
     CourseRole,
@@ -36,6 +35,7 @@ from service.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
+from service.release import apply_settings
 from service.webhooks.egress import EgressPolicy
 from service.webhooks.endpoints import course_endpoints, create_endpoint
 
@@ -203,7 +203,8 @@ def assignment(session: Session, course: str, slug: str) -> CourseAssignment:
 
 
 def set_assignment(session: Session, course: str, slug: str, changes: dict[str, Any]) -> None:
-    update_settings(session, assignment(session, course, slug), changes)
+    # Through the one settings function, so scores that waited for a release leave now.
+    apply_settings(session, assignment(session, course, slug), changes, by=None)
 
 
 def add_webhook(session: Session, *, course: str, url: str,

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from service.queue import REAP_TASK, SEND_DUE_TASK
+from service.queue import REAP_TASK, SEND_DUE_TASK, SYNC_ALL_TASK
 
 ENV_PREFIX = "AUTOGRADE"
 
@@ -67,6 +67,9 @@ DEFAULTS: dict[str, Any] = {
     "LTI_STATE_SECONDS": 600,
     "LTI_CLOCK_SKEW_SECONDS": 60,
     "LTI_JWKS_CACHE_SECONDS": 300,
+    # A launch signed with an unknown key fetches the platform's JWKS again at once, at most
+    # this often per platform.
+    "LTI_JWKS_REFETCH_SECONDS": 10,
     "LTI_HTTP_TIMEOUT_SECONDS": 10,
     # Who may frame the LTI pages (the deep-linking picker opens in the LMS's iframe).
     "LTI_FRAME_ANCESTORS": "https:",
@@ -79,6 +82,12 @@ DEFAULTS: dict[str, Any] = {
     "LTI_HOLD_RECHECK_SECONDS": 300,
     # Retired tool keys stay in the JWKS this long after a rotation.
     "LTI_RETIRED_KEY_DAYS": 7,
+    # Names and Roles: every LMS course's roster is synced this often (Celery beat), and on a
+    # launch when the last sync is older than LTI_ROSTER_LAUNCH_SECONDS.
+    "LTI_ROSTER_SYNC_SECONDS": 3600,
+    "LTI_ROSTER_LAUNCH_SECONDS": 300,
+    # Pages of a roster or of line items read in one sync, at most (a runaway "next" link).
+    "LTI_MAX_PAGES": 200,
 }
 
 _INTS = {name for name, value in DEFAULTS.items() if isinstance(value, int)}
@@ -133,6 +142,11 @@ def celery_settings(config: Mapping[str, Any]) -> dict[str, Any]:
             "send-due-deliveries": {
                 "task": SEND_DUE_TASK,
                 "schedule": float(config["DELIVERY_SWEEP_SECONDS"]),
+                "options": {"queue": config["QUEUE"]},
+            },
+            "sync-lms-rosters": {
+                "task": SYNC_ALL_TASK,
+                "schedule": float(config["LTI_ROSTER_SYNC_SECONDS"]),
                 "options": {"queue": config["QUEUE"]},
             },
         },

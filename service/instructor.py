@@ -316,24 +316,12 @@ def validate_settings(assignment: CourseAssignment, changes: Mapping[str, Any]
 
 
 def update_settings(session: Session, assignment: CourseAssignment,
-                    changes: Mapping[str, Any], *, by: User | None = None) -> None:
-    values = validate_settings(assignment, changes)
-    published = values.pop("results_published", None)
-    for name, value in values.items():
+                    changes: Mapping[str, Any]) -> None:
+    """Validate and apply ``changes`` (not committed). Callers outside this module go through
+    ``service.release.apply_settings``, which commits and sends what a release lets go."""
+    for name, value in validate_settings(assignment, changes).items():
         setattr(assignment, name, value)
-    if published is not None:
-        release_results(session, assignment, released=published, by=by)
-
-
-def release_results(session: Session, assignment: CourseAssignment, *, released: bool,
-                    by: User | None = None) -> bool:
-    """Release the assignment's results to its students (or withdraw them): the one place this
-    happens, from the API, the settings page and the CLI, so what must follow a release (LMS
-    grade passback) has one place to attach. True when the setting changed."""
-    changed = assignment.results_published is not released
-    assignment.results_published = released
     session.flush()
-    return changed
 
 
 def _zone(value: Any) -> str:

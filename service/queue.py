@@ -23,6 +23,8 @@ REAP_TASK = "autograde.reap_stuck_submissions"
 SEND_DUE_TASK = "autograde.send_due_deliveries"
 DELIVER_TASK = "autograde.deliver_webhook"
 PUBLISH_TASK = "autograde.publish_score"
+SYNC_COURSE_TASK = "autograde.sync_lms_course"
+SYNC_ALL_TASK = "autograde.sync_lms_rosters"
 
 
 def send(task: str, row_id: int, *, countdown: float | None = None) -> None:

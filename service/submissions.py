@@ -46,6 +46,9 @@ def submit(session: Session, *, user: User, assignment: CourseAssignment,
            files: Mapping[str, bytes], limit: RateLimit) -> Submission:
     """Record a submission as ``queued`` (the caller commits, then enqueues)."""
     now = utcnow()
+    if course_role(session, user, assignment.course_id) is CourseRole.OBSERVER:
+        raise Forbidden("Observers (mentors in the LMS) see the course's assignments but do not "
+                        "submit.")
     deadline = deadline_of(session, assignment, user.id).at
     late = late_days(now, deadline) > 0
     if late and assignment.late_policy is LatePolicy.REJECT:

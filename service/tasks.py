@@ -22,8 +22,22 @@ from service.db import session
 from service.events import Announcer
 from service.grading import Grader, GradingPolicy, reap
 from service.lti.passback import GradePassback, PassbackSettings, publish
+from service.lti.services import (
+    ServiceSettings,
+    contexts_to_sync,
+    sync_context,
+)
 from service.lti.views import runtime as lti_runtime
-from service.queue import DELIVER_TASK, GRADE_TASK, PUBLISH_TASK, REAP_TASK, SEND_DUE_TASK, enqueue
+from service.queue import (
+    DELIVER_TASK,
+    GRADE_TASK,
+    PUBLISH_TASK,
+    REAP_TASK,
+    SEND_DUE_TASK,
+    SYNC_ALL_TASK,
+    SYNC_COURSE_TASK,
+    enqueue,
+)
 from service.webhooks.delivery import WebhookChannel, WebhookPolicy, deliver
 
 
@@ -99,3 +113,21 @@ def publish_score(self: Task, delivery_id: int) -> str:
     if outcome.retry_in is not None:
         raise self.retry(countdown=outcome.retry_in, max_retries=None)
     return outcome.status
+
+
+@shared_task(name=SYNC_COURSE_TASK, soft_time_limit=240,  # type: ignore[untyped-decorator]
+             time_limit=300)
+def sync_lms_course(context_id: int) -> str:
+    """An LMS course's roster (Names and Roles) and line items brought in step."""
+    done = sync_context(session(), context_id, tokens=lti_runtime().tokens,
+                        settings=ServiceSettings.from_config(current_app.config))
+    return "gone" if done is None else f"{done.roster} / {done.lineitems} line item(s)"
+
+
+@shared_task(name=SYNC_ALL_TASK)  # type: ignore[untyped-decorator]
+def sync_lms_rosters() -> int:
+    """Periodic (beat): a sync task for every LMS course; how many were sent."""
+    contexts = contexts_to_sync(session())
+    for context_id in contexts:
+        sync_lms_course.apply_async(args=[context_id], queue=current_app.config["QUEUE"])
+    return len(contexts)

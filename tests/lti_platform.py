@@ -1,10 +1,13 @@
 """A test LMS: an LTI 1.3 platform with real RSA keys, real JWTs and real HTTP on loopback.
 
-It serves its JWKS, an OAuth2 token endpoint (the tool's client assertion is verified against
-the tool's JWKS, fetched over HTTP), line items' score services (bearer token checked, scores
-recorded, optionally failing the first N posts) and a deep-linking return endpoint (the
-response JWT verified the same way). It builds id_tokens and drives the OIDC login and launch
-against a running tool with ``requests``.
+It serves its JWKS (and rotates its key on demand), an OAuth2 token endpoint (the tool's client
+assertion is verified against the tool's JWKS, fetched over HTTP; each token carries the scopes
+granted), line items (a course's container: listed with the ``resource_link_id`` filter, made,
+read and updated) with their score services (bearer token and scope checked, scores recorded,
+optionally failing the first N posts), a Names and Roles roster (paged by ``Link: rel="next"``,
+with a ``rel="differences"`` link that lists only what changed since) and a deep-linking
+return endpoint (the response JWT verified the same way). It builds id_tokens and drives the
+OIDC login and launch against a running tool with ``requests``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ LTI = "https://purl.imsglobal.org/spec/lti/claim/"
 DL = "https://purl.imsglobal.org/spec/lti-dl/claim/"
 AGS = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
+LINEITEM_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"
+NRPS = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
+NRPS_SCOPE = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
+SCOPES = {SCORE_SCOPE, LINEITEM_SCOPE, NRPS_SCOPE,
+          "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly"}
+MENTOR = "http://purl.imsglobal.org/vocab/lis/v2/membership#Mentor"
+INSTITUTION_INSTRUCTOR = "http://purl.imsglobal.org/vocab/lis/v2/institution/person#Instructor"
 LEARNER = "http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"
 INSTRUCTOR = "http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor"
 TEACHING_ASSISTANT = "http://purl.imsglobal.org/vocab/lis/v2/membership/Instructor#TeachingAssistant"
@@ -64,8 +74,21 @@ class LmsPlatform:
     score_attempts: int = 0
     token_requests: list[dict[str, Any]] = field(default_factory=list)
     deep_link_responses: list[dict[str, Any]] = field(default_factory=list)
-    tokens: set[str] = field(default_factory=set)
+    tokens: dict[str, set[str]] = field(default_factory=dict)
+    """Access tokens issued, with the scopes each grants."""
     refusals: list[str] = field(default_factory=list)
+    jwks_fetches: int = 0
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The roster by user id (NRPS members)."""
+    page_size: int = 100
+    roster_version: int = 0
+    changes: list[tuple[int, str]] = field(default_factory=list)
+    """(roster version, user id) of each change, for the differences link."""
+    roster_requests: list[str] = field(default_factory=list)
+    forget_differences: bool = False
+    """Answer 410 to a differences link (a platform that keeps no history that far back)."""
+    lineitems: dict[int, dict[str, Any]] = field(default_factory=dict)
+    lineitem_requests: list[str] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
 
     # --- The HTTP side. -----------------------------------------------------------------------
@@ -78,8 +101,17 @@ class LmsPlatform:
                 pass
 
             def do_GET(self) -> None:
-                if self.path == "/jwks":
+                parts = urlsplit(self.path)
+                query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+                if parts.path == "/jwks":
+                    platform.jwks_fetches += 1
                     self._json(200, platform.jwks())
+                elif parts.path == "/nrps/memberships":
+                    self._json(*platform.roster(dict(self.headers), query))
+                elif parts.path == "/lineitems":
+                    self._json(*platform.list_lineitems(dict(self.headers), query))
+                elif parts.path.startswith("/lineitems/") and parts.path.endswith("/lineitem"):
+                    self._json(*platform.read_lineitem(parts.path, dict(self.headers)))
                 else:
                     self._json(404, {"error": "not found"})
 
@@ -90,16 +122,32 @@ class LmsPlatform:
                     self._json(*platform.token(parse_qs(body.decode())))
                 elif path.startswith("/lineitems/") and path.endswith("/scores"):
                     self._json(*platform.score(path, dict(self.headers), body))
+                elif path == "/lineitems":
+                    self._json(*platform.create_lineitem(dict(self.headers), body))
                 elif path == "/deep-link-return":
                     self._json(*platform.deep_link_return(parse_qs(body.decode())))
                 else:
                     self._json(404, {"error": "not found"})
 
+            def do_PUT(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                path = urlsplit(self.path).path
+                if path.startswith("/lineitems/") and path.endswith("/lineitem"):
+                    self._json(*platform.update_lineitem(path, dict(self.headers), body))
+                else:
+                    self._json(404, {"error": "not found"})
+
             def _json(self, status: int, body: Any) -> None:
+                links: dict[str, str] = {}
+                if isinstance(body, tuple):
+                    body, links = body
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if links:
+                    self.send_header("Link", ", ".join(f'<{url}>; rel="{rel}"'
+                                                       for rel, url in links.items()))
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -159,19 +207,23 @@ class LmsPlatform:
                 "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
             claims = self._tool_claims(one["client_assertion"], self.token_url)
             assert claims["sub"] == self.client_id and claims.get("jti")
-            assert SCORE_SCOPE in one["scope"].split()
+            scopes = set(one["scope"].split())
+            assert scopes and scopes <= SCOPES, scopes
         except Exception as exc:
             self.refusals.append(f"token: {exc!r}")
             return 400, {"error": "invalid_client"}
         token = secrets.token_urlsafe(24)
-        self.tokens.add(token)
+        self.tokens[token] = scopes
         return 200, {"access_token": token, "token_type": "Bearer", "expires_in": 3600,
                      "scope": one["scope"]}
 
+    def _authorised(self, headers: dict[str, str], scope: str) -> bool:
+        scheme, _, token = headers.get("Authorization", "").partition(" ")
+        return scheme == "Bearer" and scope in self.tokens.get(token, set())
+
     def score(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any]:
         self.score_attempts += 1
-        scheme, _, token = headers.get("Authorization", "").partition(" ")
-        if scheme != "Bearer" or token not in self.tokens:
+        if not self._authorised(headers, SCORE_SCOPE):
             self.refusals.append("score: bad token")
             return 401, {"error": "invalid_token"}
         if headers.get("Content-Type") != SCORE_MEDIA_TYPE:
@@ -183,6 +235,113 @@ class LmsPlatform:
         self.scores.append({"lineitem": self.url + path.removesuffix("/scores"),
                             **json.loads(body)})
         return 200, {}
+
+    # --- Names and Roles. ----------------------------------------------------------------------
+
+    def enrol(self, sub: str, roles: list[str], *, name: str | None = None,
+              email: str | None = None, status: str = "Active") -> None:
+        """Add or change a member of the course (a change the differences link will list)."""
+        self.roster_version += 1
+        self.members[sub] = {"user_id": sub, "roles": roles, "status": status,
+                             "name": name if name is not None else f"User {sub}",
+                             "given_name": "User", "family_name": sub,
+                             **({"email": email} if email else {})}
+        self.changes.append((self.roster_version, sub))
+
+    def drop(self, sub: str) -> None:
+        self.roster_version += 1
+        self.members[sub] = {**self.members[sub], "status": "Deleted"}
+        self.changes.append((self.roster_version, sub))
+
+    def roster(self, headers: dict[str, str], query: dict[str, str]) -> tuple[int, Any]:
+        self.roster_requests.append(json.dumps(query, sort_keys=True))
+        if not self._authorised(headers, NRPS_SCOPE):
+            self.refusals.append("roster: bad token")
+            return 401, {"error": "invalid_token"}
+        if headers.get("Accept") != "application/vnd.ims.lti-nrps.v2.membershipcontainer+json":
+            self.refusals.append(f"roster: accept {headers.get('Accept')}")
+            return 406, {"error": "not acceptable"}
+        if "since" in query and self.forget_differences:
+            return 410, {"error": "no differences kept since then"}
+        if "since" in query:
+            changed = {sub for version, sub in self.changes if version > int(query["since"])}
+            listed = [self.members[sub] for sub in sorted(changed)]
+        else:
+            listed = [m for m in self.members.values() if m["status"] != "Deleted"]
+        page = int(query.get("page", "0"))
+        chunk = listed[page * self.page_size:(page + 1) * self.page_size]
+        base = self.url + "/nrps/memberships"
+        since = f"since={query['since']}&" if "since" in query else ""
+        links = {}
+        if (page + 1) * self.page_size < len(listed):
+            links["next"] = f"{base}?{since}page={page + 1}"
+        else:
+            links["differences"] = f"{base}?since={self.roster_version}"
+        body = {"id": base, "context": {"id": self.context_id, "label": "ML101",
+                                        "title": "Machine learning 101"}, "members": chunk}
+        return 200, (body, links)
+
+    def nrps_claim(self) -> dict[str, Any]:
+        return {NRPS: {"context_memberships_url": self.url + "/nrps/memberships",
+                       "service_versions": ["2.0"]}}
+
+    # --- Line items. ---------------------------------------------------------------------------
+
+    def ags_claim(self, *, lineitem: str | None = None,
+                  scopes: tuple[str, ...] = (LINEITEM_SCOPE, SCORE_SCOPE)) -> dict[str, Any]:
+        claim: dict[str, Any] = {"scope": list(scopes), "lineitems": self.url + "/lineitems"}
+        if lineitem:
+            claim["lineitem"] = lineitem
+        return {AGS: claim}
+
+    def add_lineitem(self, **fields: Any) -> dict[str, Any]:
+        number = len(self.lineitems) + 1
+        item = {"id": self.lineitem(number), **fields}
+        self.lineitems[number] = item
+        return item
+
+    def _lineitem_number(self, path: str) -> int:
+        return int(path.split("/")[2])
+
+    def list_lineitems(self, headers: dict[str, str], query: dict[str, str]) -> tuple[int, Any]:
+        self.lineitem_requests.append("GET /lineitems " + json.dumps(query, sort_keys=True))
+        if not self._authorised(headers, LINEITEM_SCOPE):
+            return 401, {"error": "invalid_token"}
+        items = [i for i in self.lineitems.values() if "resource_link_id" not in query
+                 or i.get("resourceLinkId") == query["resource_link_id"]]
+        return 200, items
+
+    def create_lineitem(self, headers: dict[str, str], body: bytes) -> tuple[int, Any]:
+        self.lineitem_requests.append("POST /lineitems")
+        if not self._authorised(headers, LINEITEM_SCOPE):
+            return 401, {"error": "invalid_token"}
+        if headers.get("Content-Type") != "application/vnd.ims.lis.v2.lineitem+json":
+            return 415, {"error": "unsupported media type"}
+        fields = json.loads(body)
+        assert fields["scoreMaximum"] > 0 and fields["label"]
+        return 201, self.add_lineitem(**fields)
+
+    def read_lineitem(self, path: str, headers: dict[str, str]) -> tuple[int, Any]:
+        self.lineitem_requests.append(f"GET {path}")
+        if not self._authorised(headers, LINEITEM_SCOPE):
+            return 401, {"error": "invalid_token"}
+        item = self.lineitems.get(self._lineitem_number(path))
+        return (200, item) if item else (404, {"error": "no such line item"})
+
+    def update_lineitem(self, path: str, headers: dict[str, str], body: bytes
+                        ) -> tuple[int, Any]:
+        self.lineitem_requests.append(f"PUT {path}")
+        if not self._authorised(headers, LINEITEM_SCOPE):
+            return 401, {"error": "invalid_token"}
+        number = self._lineitem_number(path)
+        if number not in self.lineitems:
+            return 404, {"error": "no such line item"}
+        self.lineitems[number] = {**json.loads(body), "id": self.lineitem(number)}
+        return 200, self.lineitems[number]
+
+    def rotate_key(self) -> None:
+        """A new signing key, used at once (as Moodle does); the JWKS serves only the new one."""
+        self.key, self.kid = new_key(), secrets.token_hex(8)
 
     def deep_link_return(self, form: dict[str, list[str]]) -> tuple[int, dict[str, Any]]:
         try:
@@ -197,7 +356,7 @@ class LmsPlatform:
 
     # --- The browser side: id_tokens and the OIDC flow. --------------------------------------
 
-    def id_token(self, *, nonce: str, sub: str, roles: list[str], message_type: str =
+    def id_token(self, *, nonce: str, sub: str, roles: list[str] | None, message_type: str =
                  "LtiResourceLinkRequest", key: rsa.RSAPrivateKey | None = None,
                  expires_in: int = 300, deployment_id: str | None = None,
                  audience: str | None = None, **claims: Any) -> str:
@@ -211,6 +370,8 @@ class LmsPlatform:
                               "title": "Machine learning 101"},
             **claims,
         }
+        if roles is None:
+            del body[LTI + "roles"]
         return jwt.encode(body, key or self.key, algorithm="RS256", headers={"kid": self.kid})
 
     def resource_link(self, link_id: str, *, assignment: str | None = None,
@@ -249,7 +410,7 @@ class LmsPlatform:
         assert query["lti_message_hint"] == "message-hint"
         return query["state"], query["nonce"], query["redirect_uri"]
 
-    def launch(self, browser: requests.Session, *, sub: str, roles: list[str],
+    def launch(self, browser: requests.Session, *, sub: str, roles: list[str] | None,
                **claims: Any) -> Launched:
         """The whole OIDC flow in ``browser``: login initiation, then the launch's form post."""
         state, nonce, redirect_uri = self.login(browser)

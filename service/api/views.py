@@ -21,7 +21,6 @@ from service.instructor import (
     regrade_report,
     regrade_run,
     start_regrade,
-    update_settings,
 )
 from service.models import CourseAssignment, Submission
 from service.queue import enqueue
@@ -38,6 +37,7 @@ from service.records import (
     parse_extension,
     revoke_extension,
 )
+from service.release import apply_settings
 from service.serialise import assignment_json
 from service.submissions import (
     count_mine,
@@ -141,8 +141,7 @@ def course_submissions(slug: str) -> Response:
 @login_required
 def assignment_settings(slug: str) -> Response:
     target = _taught(slug)
-    update_settings(session(), target, json_body(), by=current_user())
-    session().commit()
+    apply_settings(session(), target, json_body(), by=current_user())
     return jsonify(assignment_json(target))
 
 

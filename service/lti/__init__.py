@@ -13,6 +13,8 @@ def init_lti(app: Flask) -> None:
     from service.lti import views
 
     app.extensions["autograde.lti"] = views.LtiRuntime(app.config)
+    # The instructor's dashboard says when LMS scores wait for a release (lti/_release.html).
+    app.jinja_env.globals["lms_release_notice"] = views.release_notice
     for blueprint in (views.blueprint, views.dashboard, views.api):
         app.register_blueprint(blueprint)
     # The LMS posts the login and launch (authenticated by the signed id_token, not a cookie);

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -59,30 +60,60 @@ class LaunchSettings:
 
 
 class PlatformKeys:
-    """The platforms' JWKS, fetched over HTTP and cached (fetched again for an unknown kid)."""
+    """The platforms' JWKS, fetched over HTTP and cached for ``cache_seconds``.
 
-    def __init__(self, *, cache_seconds: int, timeout: int) -> None:
+    A launch signed with a key we do not know makes us fetch the platform's keys again at once
+    (platforms such as Moodle sign with a new key as soon as they rotate), but at most once per
+    ``refetch_seconds`` per platform, so forged ``kid`` values cannot make us hammer its JWKS.
+    """
+
+    def __init__(self, *, cache_seconds: int, timeout: int, refetch_seconds: float) -> None:
         self._clients: dict[str, jwt.PyJWKClient] = {}
+        self._refetched: dict[str, float] = {}
         self._lock = Lock()
         self.cache_seconds, self.timeout = cache_seconds, timeout
+        self.refetch_seconds = refetch_seconds
 
-    def signing_key(self, jwks_url: str, token: str) -> Any:
+    def _client(self, jwks_url: str) -> jwt.PyJWKClient:
         with self._lock:
             client = self._clients.get(jwks_url)
             if client is None:
-                client = jwt.PyJWKClient(jwks_url, cache_keys=True, lifespan=self.cache_seconds,
-                                         timeout=self.timeout)
+                client = jwt.PyJWKClient(jwks_url, cache_keys=False, lifespan=self.cache_seconds,
+                                         timeout=self.timeout, cooldown_duration=0)
                 self._clients[jwks_url] = client
+            return client
+
+    def _may_refetch(self, jwks_url: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            last = self._refetched.get(jwks_url)
+            if last is not None and now - last < self.refetch_seconds:
+                return False
+            self._refetched[jwks_url] = now
+            return True
+
+    def signing_key(self, jwks_url: str, token: str) -> Any:
+        client = self._client(jwks_url)
         try:
-            return client.get_signing_key_from_jwt(token).key
+            kid = jwt.get_unverified_header(token).get("kid")
+            if not kid:
+                raise LaunchRefused("The launch's id_token names no signing key (kid).",
+                                    status=401)
+            found = client.match_kid(client.get_signing_keys(), kid)
+            if found is None and self._may_refetch(jwks_url):
+                log.info("LTI: unknown key %s, fetching the platform's keys at %s again", kid,
+                         jwks_url)
+                found = client.match_kid(client.get_signing_keys(refresh=True), kid)
         except jwt.PyJWKClientConnectionError as exc:
             log.warning("LTI: the platform's JWKS at %s could not be fetched (%s)", jwks_url,
                         type(exc).__name__)
             raise LaunchRefused("The LMS's signing keys could not be fetched; try again in a "
                                 "moment.", status=502, title="LMS unreachable") from None
         except (jwt.PyJWKClientError, jwt.DecodeError):
-            raise LaunchRefused("The launch is not signed by a key of the LMS.",
-                                status=401) from None
+            found = None
+        if found is None:
+            raise LaunchRefused("The launch is not signed by a key of the LMS.", status=401)
+        return found.key
 
 
 def platform_for_login(session: Session, issuer: str, client_id: str | None) -> LtiPlatform:
@@ -196,6 +227,9 @@ def validate_launch(session: Session, *, id_token: str, state: str, cookie_state
             RESOURCE_LINK_REQUEST, DEEP_LINKING_REQUEST):
         raise LaunchRefused("autograde accepts LTI 1.3 resource link and deep linking "
                             "launches only.")
+    if not isinstance(claims.get(ROLES), list):
+        raise LaunchRefused("The launch carries no roles claim (LTI requires one, even if "
+                            "empty); ask your LMS administrator to check the tool's setup.")
     return Launch(platform, claims)
 
 

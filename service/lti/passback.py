@@ -103,7 +103,8 @@ class GradePassback:
                                       resource_link_id=link.id, lineitem_url=link.lineitem_url,
                                       next_attempt_at=now, updated_at=now))
 
-    def send_due(self, session: Session, *, submission_id: int | None = None) -> int:
+    def send_due(self, session: Session, *, submission_id: int | None = None,
+                 assignment_id: int | None = None) -> int:
         now = utcnow()
         due = and_(ScorePassback.status == PassbackStatus.PENDING,
                    ScorePassback.next_attempt_at <= now,
@@ -111,6 +112,9 @@ class GradePassback:
                    | (ScorePassback.lease_expires_at < now))
         if submission_id is not None:
             due = and_(due, ScorePassback.submission_id == submission_id)
+        if assignment_id is not None:
+            due = and_(due, ScorePassback.resource_link_id.in_(
+                select(LtiResourceLink.id).where(LtiResourceLink.assignment_id == assignment_id)))
         return dispatch_due(
             session, ScorePassback, due, now=now,
             redispatch_seconds=float(current_app.config["DELIVERY_REDISPATCH_SECONDS"]),
@@ -232,8 +236,7 @@ def publish(session: Session, delivery_id: int, *, settings: PassbackSettings,
     if held is not None:
         # Not an attempt: nothing was sent. The periodic task sends it when it is due again.
         _finish(session, delivery, lease, PassbackStatus.PENDING, next_attempt_at=held,
-                attempts=delivery.attempts - 1,
-                error="held: some checks are not released to the student yet")
+                attempts=delivery.attempts - 1, error=HELD)
         return Outcome("held")
     score = (final, result.max_score)
     try:
@@ -302,6 +305,33 @@ def _finish(session: Session, delivery: ScorePassback, lease: str, status: Passb
                                                   ScorePassback.lease_token == lease)
              .values(**values))
     session.commit()
+
+
+HELD = "held: some checks are not released to the student yet"
+
+
+def send_held_now(session: Session, assignment: CourseAssignment) -> int:
+    """Scores of the assignment waiting for a release, due now and their tasks sent at once (a
+    release, or a due date moved into the past): how many. Each is judged again when sent, so
+    a score still withheld simply waits again."""
+    now = utcnow()
+    session.execute(update(ScorePassback).where(
+        ScorePassback.status == PassbackStatus.PENDING, ScorePassback.lease_token.is_(None),
+        ScorePassback.last_error == HELD,
+        ScorePassback.resource_link_id.in_(select(LtiResourceLink.id).where(
+            LtiResourceLink.assignment_id == assignment.id)))
+        .values(next_attempt_at=now, dispatched_at=None, updated_at=now)
+        .execution_options(synchronize_session=False))
+    session.commit()
+    return GradePassback().send_due(session, assignment_id=assignment.id)
+
+
+def held_count(session: Session, assignment: CourseAssignment) -> int:
+    """Scores of the assignment waiting for its results to be released."""
+    return len(session.scalars(select(ScorePassback.id).join(LtiResourceLink).where(
+        LtiResourceLink.assignment_id == assignment.id,
+        ScorePassback.status == PassbackStatus.PENDING,
+        ScorePassback.last_error == HELD)).all())
 
 
 def send_again(session: Session, delivery: ScorePassback) -> None:

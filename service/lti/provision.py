@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import secrets
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.accounts import create_user
 from service.courses import create_course, enrol, sync_assignments
 from service.errors import ServiceError
 from service.lti.launch import AGS_ENDPOINT, CONTEXT, CUSTOM, RESOURCE_LINK, ROLES, Launch
@@ -19,23 +18,74 @@ from service.models import (
     CourseAssignment,
     CourseRole,
     LtiContext,
+    LtiMembership,
     LtiPlatform,
     LtiResourceLink,
     LtiUser,
+    MembershipStatus,
     Role,
     User,
+    utcnow,
 )
 
 SCORE_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
-# LTI role URIs end in a name after '#' (membership#Instructor, membership/Instructor#
-# TeachingAssistant, institution/person#Administrator); LTI 1.1 short names have no '#'.
-TEACHING_ROLES = {"Instructor", "TeachingAssistant", "Administrator"}
+LINEITEM_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"
+LINEITEM_READ_SCOPE = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly"
+NRPS_SCOPE = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
+NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
+TOOL_SCOPES = (LINEITEM_SCOPE, LINEITEM_READ_SCOPE, SCORE_SCOPE, NRPS_SCOPE)
+"""What the tool asks a platform for (its Canvas configuration lists them)."""
+
+LIS = "http://purl.imsglobal.org/vocab/lis/v2/"
+# The context (course membership) roles that teach; Manager, Member and Officer grant nothing
+# beyond a learner's view.
+TEACHING_ROLES = {"Instructor", "TeachingAssistant", "ContentDeveloper", "Administrator"}
+
+
+def context_role_name(role: str) -> str | None:
+    """The LIS context role a role URI names (a sub-role counts as its principal role, except
+    an instructor's teaching assistant), or None for institution and system roles.
+
+    ``membership#Instructor``, ``membership/Instructor#TeachingAssistant``, the deprecated
+    simple name ``Instructor`` and LTI 1.1's ``urn:lti:role:ims/lis/Instructor`` are context
+    roles; ``institution/person#Instructor`` and ``system/person#Administrator`` are not."""
+    if role.startswith(LIS + "membership"):
+        rest = role[len(LIS + "membership"):]
+        if rest.startswith("#"):
+            return rest[1:] or None
+        principal, _, sub = rest.removeprefix("/").partition("#")
+        return "TeachingAssistant" if sub == "TeachingAssistant" else principal or None
+    if role.startswith("urn:lti:role:ims/lis/"):
+        principal, _, sub = role.removeprefix("urn:lti:role:ims/lis/").partition("/")
+        return "TeachingAssistant" if sub == "TeachingAssistant" else principal or None
+    if ":" not in role and "/" not in role and "#" not in role:
+        return role or None
+    return None
 
 
 def course_role(roles: Any) -> CourseRole:
-    """Instructor, teaching assistant or administrator teach; everyone else (Learner) learns."""
-    names = {str(role).rsplit("#", 1)[-1] for role in roles} if isinstance(roles, list) else set()
-    return CourseRole.INSTRUCTOR if names & TEACHING_ROLES else CourseRole.STUDENT
+    """The course role of a launch's or a roster's roles, from the context roles alone: the
+    platform's institution and system roles (Canvas sends ``institution/person#Instructor`` for
+    anyone who teaches anywhere in the account) never grant anything in this course.
+
+    Teaching roles teach; a Learner learns; a Mentor without any of them observes; anyone else
+    gets the learner's view."""
+    if not isinstance(roles, list):
+        raise ServiceError("The launch carries no roles claim (LTI requires one); ask your LMS "
+                           "administrator to check the tool's configuration.",
+                           title="LTI launch refused")
+    names = {context_role_name(str(role)) for role in roles}
+    if names & TEACHING_ROLES:
+        return CourseRole.INSTRUCTOR
+    if "Learner" not in names and "Mentor" in names:
+        return CourseRole.OBSERVER
+    return CourseRole.STUDENT
+
+
+def display_name(person: dict[str, Any]) -> str:
+    """A person's name from OIDC claims or an NRPS member (may be empty: privacy settings)."""
+    return str(person.get("name") or " ".join(
+        str(person[k]) for k in ("given_name", "family_name") if person.get(k)) or "")[:200]
 
 
 @dataclass(frozen=True)
@@ -50,38 +100,66 @@ class Member:
 
 
 def provision_member(session: Session, launch: Launch) -> Member:
-    """The launching user and their course, made on first launch; the LMS's role is kept."""
+    """The launching user and their course, made on first launch; the LMS's context role is
+    kept, with what the launch says of the course's services (roster, line items)."""
     platform, claims = launch.platform, launch.claims
     role = course_role(claims.get(ROLES))
-    lti_user = _lti_user(session, platform, claims, role)
+    lti_user = lti_user_for(session, platform, str(claims["sub"]), name=display_name(claims),
+                            email=_email(claims), role=role)
+    if not lti_user.user.active:
+        raise ServiceError("Your autograde account is disabled; ask your instructor.",
+                           status=403, title="Account disabled")
     context = _context(session, platform, launch.claim(CONTEXT))
-    enrol(session, course=context.course, user=lti_user.user, role=role)
+    _services(context, launch)
+    keep_member(session, context, lti_user, roles=[str(r) for r in claims[ROLES]], role=role)
     session.flush()
     return Member(lti_user.user, lti_user, context.course, role, context)
 
 
-def _lti_user(session: Session, platform: LtiPlatform, claims: dict[str, Any],
-              role: CourseRole) -> LtiUser:
-    sub = str(claims["sub"])
+def _email(person: dict[str, Any]) -> str | None:
+    email = person.get("email")
+    return str(email)[:255] if email else None
+
+
+def lti_user_for(session: Session, platform: LtiPlatform, sub: str, *, name: str,
+                 email: str | None, role: CourseRole) -> LtiUser:
+    """The platform's user ``sub`` and their account, made when first seen (by a launch or the
+    roster); the name and email are kept as the platform last shared them."""
     linked = session.scalar(select(LtiUser).where(LtiUser.platform_id == platform.id,
                                                   LtiUser.sub == sub))
-    name = str(claims.get("name") or " ".join(
-        str(claims[k]) for k in ("given_name", "family_name") if claims.get(k))
-        or claims.get("email") or "")[:128]
     if linked is None:
         digest = hashlib.sha256(f"{platform.id}:{sub}".encode()).hexdigest()[:16]
-        # Nobody logs in with this password (it is not kept anywhere): the LMS is the way in.
-        user = create_user(session, username=f"lti-{digest}", password=secrets.token_urlsafe(32),
-                           role=Role.INSTRUCTOR if role is CourseRole.INSTRUCTOR
-                           else Role.STUDENT, display_name=name or f"LMS user {digest[:6]}")
-        linked = LtiUser(platform_id=platform.id, sub=sub, user=user)
+        # No password: the LMS is the way in (the marker is no argon2 hash, so nothing matches).
+        user = User(username=f"lti-{digest}", password_hash="!lms",
+                    role=Role.INSTRUCTOR if role is CourseRole.INSTRUCTOR else Role.STUDENT,
+                    display_name=name[:128] or f"LMS user {digest[:6]}")
+        linked = LtiUser(platform_id=platform.id, sub=sub, user=user, name=name, email=email)
         session.add(linked)
-    elif name:
-        linked.user.display_name = name
-    if not linked.user.active:
-        raise ServiceError("Your autograde account is disabled; ask your instructor.",
-                           status=403, title="Account disabled")
+        session.flush()
+        return linked
+    if name:
+        linked.name = name
+        linked.user.display_name = name[:128]
+    if email:
+        linked.email = email
+    if role is CourseRole.INSTRUCTOR and linked.user.role is Role.STUDENT:
+        linked.user.role = Role.INSTRUCTOR
     return linked
+
+
+def keep_member(session: Session, context: LtiContext, lti_user: LtiUser, *,
+                roles: list[str], role: CourseRole) -> LtiMembership:
+    """Record the member as the LMS lists them now, enrolled in the course with that role."""
+    membership = session.scalar(select(LtiMembership).where(
+        LtiMembership.context_id == context.id, LtiMembership.lti_user_id == lti_user.id))
+    if membership is None:
+        membership = LtiMembership(context=context, lti_user=lti_user, roles=roles, role=role,
+                                   seen_at=utcnow())
+        session.add(membership)
+    membership.roles, membership.role = roles, role
+    membership.status, membership.seen_at = MembershipStatus.ACTIVE, utcnow()
+    enrol(session, course=context.course, user=lti_user.user, role=role)
+    return membership
 
 
 def _context(session: Session, platform: LtiPlatform, claim: dict[str, Any]) -> LtiContext:
@@ -96,7 +174,21 @@ def _context(session: Session, platform: LtiPlatform, claim: dict[str, Any]) -> 
         context = LtiContext(platform_id=platform.id, context_id=context_id, course=course)
         session.add(context)
         session.flush()
+    context.title = str(claim.get("title") or claim.get("label") or context.title)[:200]
     return context
+
+
+def _services(context: LtiContext, launch: Launch) -> None:
+    """The course's Names and Roles and line items endpoints, as the launch offers them."""
+    nrps = launch.claim(NRPS_CLAIM)
+    if nrps.get("context_memberships_url"):
+        context.memberships_url = str(nrps["context_memberships_url"])
+    ags = launch.claim(AGS_ENDPOINT)
+    scopes = ags.get("scope")
+    if isinstance(scopes, list):
+        context.ags_scopes = sorted({str(s) for s in scopes})
+    if ags.get("lineitems"):
+        context.lineitems_url = str(ags["lineitems"])
 
 
 def _new_course(session: Session, platform: LtiPlatform, context_id: str,
@@ -110,8 +202,9 @@ def _new_course(session: Session, platform: LtiPlatform, context_id: str,
 
 
 def link_resource(session: Session, launch: Launch, member: Member) -> LtiResourceLink:
-    """The launch's resource link, attached to the assignment its custom parameter names (set
-    by deep linking), with the gradebook line item from the launch's AGS claim."""
+    """The launch's resource link and the assignment it opens: the one its custom parameter
+    names (deep linking sets it; an instructor may type it into a link made by hand), else the
+    one an instructor attached it to. The line item comes from the launch's AGS claim."""
     claim = launch.claim(RESOURCE_LINK)
     link_id = str(claim.get("id") or "")
     if not link_id:
@@ -123,7 +216,9 @@ def link_resource(session: Session, launch: Launch, member: Member) -> LtiResour
         link = LtiResourceLink(platform_id=launch.platform.id, context=member.context,
                                resource_link_id=link_id)
         session.add(link)
-    slug = str(launch.claim(CUSTOM).get("assignment") or "")
+    link.title = str(claim.get("title") or link.title or "")[:255]
+    custom = launch.claim(CUSTOM)
+    slug = str(custom.get("assignment") or "")
     if slug:
         found = session.scalar(select(CourseAssignment).where(
             CourseAssignment.course_id == member.course.id, CourseAssignment.slug == slug))
@@ -132,5 +227,43 @@ def link_resource(session: Session, launch: Launch, member: Member) -> LtiResour
     scopes = ags.get("scope")
     if ags.get("lineitem") and isinstance(scopes, list) and SCORE_SCOPE in scopes:
         link.lineitem_url = str(ags["lineitem"])
+    due = lms_due_date(custom)
+    if due is not None:
+        take_due_date(link, due)
     session.flush()
     return link
+
+
+def take_due_date(link: LtiResourceLink, due: datetime) -> None:
+    """The LMS's due date for the link; it becomes the assignment's due date unless an
+    instructor set another one here (the LMS page shows both when they differ)."""
+    before, link.lms_due_at = link.lms_due_at, due
+    assignment = link.assignment
+    if assignment is not None and (assignment.due_at is None or assignment.due_at == before):
+        assignment.due_at = due
+
+
+# Custom parameters an LMS administrator maps to due-date substitutions, e.g. Canvas's
+# ``$Canvas.assignment.dueAt.iso8601`` or LTI's ``$ResourceLink.submission.endDateTime``.
+DUE_PARAMETERS = ("due_at", "submission_end", "canvas_assignment_due_at")
+
+
+def lms_due_date(custom: dict[str, Any]) -> datetime | None:
+    """The due date a launch's custom parameters carry, if the platform substituted one."""
+    for name in DUE_PARAMETERS:
+        moment = parse_moment(custom.get(name))
+        if moment is not None:
+            return moment
+    return None
+
+
+def parse_moment(value: Any) -> datetime | None:
+    """An ISO 8601 date-time with a zone (``Z`` too); None for anything else, including an
+    unsubstituted ``$Variable`` or a date without a zone (whose zone we would have to guess)."""
+    if not isinstance(value, str) or not value or value.startswith("$"):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.astimezone(UTC) if moment.tzinfo is not None else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,20 +23,23 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
 
 from service.auth import current_user, login_required
-from service.courses import find_assignment, require_instructor
+from service.courses import course_by_code, find_assignment, require_instructor
+from service.dashboard import teaches
 from service.db import session
 from service.errors import Forbidden, NotFound, ServiceError
-from service.lti import deep_linking
+from service.lti import deep_linking, pages
 from service.lti.forms import PlatformForm
 from service.lti.keys import jwks, published_keys, rotate_key
 from service.lti.launch import (
     DEEP_LINKING_REQUEST,
     STATE_COOKIE,
+    Launch,
     LaunchSettings,
     PlatformKeys,
     begin_login,
     validate_launch,
 )
+from service.lti.pages import ReleaseState, course_contexts, lms_page, roster_of
 from service.lti.passback import (
     AccessTokens,
     GradePassback,
@@ -44,15 +48,18 @@ from service.lti.passback import (
     send_again,
 )
 from service.lti.platforms import Registration, list_platforms, register_platform, tool_urls
-from service.lti.provision import SCORE_SCOPE, link_resource, provision_member
+from service.lti.provision import TOOL_SCOPES, Member, link_resource, provision_member
+from service.lti.services import ServiceSettings, request_sync, sync_lineitem
 from service.models import (
     CourseAssignment,
     CourseRole,
     LtiPlatform,
+    LtiResourceLink,
     Role,
     ScorePassback,
     User,
 )
+from service.release import release_results
 from service.web.forms import ButtonForm
 from service.web.pages import page_blueprint
 from service.web.session_auth import log_in, login_page, page_user
@@ -69,7 +76,8 @@ class LtiRuntime:
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.keys = PlatformKeys(cache_seconds=int(config["LTI_JWKS_CACHE_SECONDS"]),
-                                 timeout=int(config["LTI_HTTP_TIMEOUT_SECONDS"]))
+                                 timeout=int(config["LTI_HTTP_TIMEOUT_SECONDS"]),
+                                 refetch_seconds=float(config["LTI_JWKS_REFETCH_SECONDS"]))
         self.tokens = AccessTokens()
 
 
@@ -94,10 +102,16 @@ def login() -> BaseResponse:
     target, state = begin_login(session(), request.values, launch_url=_launch_url(),
                                 settings=settings)
     response = redirect(target, 302)
-    secure = bool(int(current_app.config["LTI_COOKIE_SECURE"])) or request.is_secure
-    response.set_cookie(STATE_COOKIE, state, max_age=settings.state_seconds, httponly=True,
-                        secure=secure, samesite="None" if secure else "Lax", path="/lti/")
+    _cookie(response, STATE_COOKIE, state, settings.state_seconds)
     return response
+
+
+def _cookie(response: BaseResponse, name: str, value: str, max_age: int) -> None:
+    """A cookie of the LTI pages: they open in the LMS's frame, so it must cross sites
+    (SameSite=None, which browsers accept only with Secure)."""
+    secure = bool(int(current_app.config["LTI_COOKIE_SECURE"])) or request.is_secure
+    response.set_cookie(name, value, max_age=max_age, httponly=True, secure=secure,
+                        samesite="None" if secure else "Lax", path="/lti/")
 
 
 @blueprint.post("/launch")
@@ -109,33 +123,48 @@ def launch() -> BaseResponse | str:
                            keys=runtime().keys)
     member = provision_member(session(), done)
     if done.message_type == DEEP_LINKING_REQUEST:
-        if member.role is not CourseRole.INSTRUCTOR:
-            raise Forbidden("Only the course's instructors may add assignments from the LMS.")
-        picked = deep_linking.DeepLinkRequest.from_launch(done, course_id=member.course.id,
-                                                          user_id=member.user.id)
-        session().commit()
-        assignments = session().scalars(select(CourseAssignment).where(
-            CourseAssignment.course_id == member.course.id).order_by(CourseAssignment.slug))
-        return _forget_state(_frameable(Response(render_template(
-            "lti/pick.html", course=member.course, assignments=list(assignments),
-            token=deep_linking.seal(picked, current_app.config["SECRET_KEY"])))))
+        return _picker(done, member)
     link = link_resource(session(), done, member)
+    if link.assignment is not None and link.lineitem_url is None \
+            and member.context.lineitems_url:
+        sync_lineitem(session(), link, tokens=runtime().tokens,
+                      settings=ServiceSettings.from_config(current_app.config))
     session().commit()
+    request_sync(session(), member.context,
+                 min_age_seconds=int(current_app.config["LTI_ROSTER_LAUNCH_SECONDS"]))
     log_in(member.user)
     if link.assignment is None:
-        raise ServiceError("This LMS link is not attached to an assignment yet. Instructors: "
-                           "add the assignment to the LMS with the tool's deep linking "
-                           "(\"select content\"), which attaches it.", status=409,
-                           title="No assignment here yet")
+        if member.role is CourseRole.INSTRUCTOR:
+            return _forget_state(redirect(url_for("lti_dashboard.attach", link_id=link.id), 303))
+        return _forget_state(_frameable(Response(render_template(
+            "lti/unattached.html", course=member.course, link=link))))
     page = "dashboard.assignment" if member.role is CourseRole.INSTRUCTOR else "web.assignment"
     return _forget_state(redirect(url_for(page, course=member.course.code,
                                           slug=link.assignment.slug), 303))
 
 
+def _picker(done: Launch, member: Member) -> BaseResponse:
+    if member.role is not CourseRole.INSTRUCTOR:
+        raise Forbidden("Only the course's instructors may add assignments from the LMS.")
+    browser = secrets.token_urlsafe(32)
+    picked = deep_linking.DeepLinkRequest.from_launch(
+        done, course_id=member.course.id, user_id=member.user.id,
+        browser=deep_linking.browser_binding(browser))
+    session().commit()
+    assignments = session().scalars(select(CourseAssignment).where(
+        CourseAssignment.course_id == member.course.id).order_by(CourseAssignment.slug))
+    response = _frameable(Response(render_template(
+        "lti/pick.html", course=member.course, assignments=list(assignments),
+        token=deep_linking.seal(picked, current_app.config["SECRET_KEY"]))))
+    _cookie(response, deep_linking.PICK_COOKIE, browser, deep_linking.PICK_SECONDS)
+    return _forget_state(response)
+
+
 @blueprint.post("/deep-link")
 def deep_link() -> Response:
     picked = deep_linking.unseal(request.form.get("token", ""),
-                                 current_app.config["SECRET_KEY"])
+                                 current_app.config["SECRET_KEY"],
+                                 cookie_value=request.cookies.get(deep_linking.PICK_COOKIE))
     assignment = session().get(CourseAssignment, request.form.get("assignment", type=int))
     platform = session().get(LtiPlatform, picked.platform_id)
     if assignment is None or assignment.course_id != picked.course_id or platform is None:
@@ -165,7 +194,10 @@ def canvas_config() -> Response:
     return jsonify({
         "title": "autograde", "description": "Autograded programming assignments",
         "oidc_initiation_url": urls["login"], "target_link_uri": urls["launch"],
-        "public_jwk_url": urls["jwks"], "scopes": [SCORE_SCOPE],
+        "public_jwk_url": urls["jwks"], "scopes": list(TOOL_SCOPES),
+        # Canvas substitutes these at launch: the assignment's due date reaches the tool.
+        "custom_fields": {"canvas_assignment_due_at": "$Canvas.assignment.dueAt.iso8601",
+                          "submission_end": "$ResourceLink.submission.endDateTime"},
         "extensions": [{"platform": "canvas.instructure.com", "privacy_level": "public",
                         "settings": {"placements": placements}}],
     })
@@ -267,6 +299,10 @@ def rotate() -> BaseResponse:
     return redirect(url_for("lti_dashboard.platforms"), 303)
 
 
+def release_notice(assignment: CourseAssignment) -> ReleaseState | None:
+    return pages.release_notice(session(), assignment)
+
+
 def _retired_key_days() -> int:
     return int(current_app.config["LTI_RETIRED_KEY_DAYS"])
 
@@ -277,13 +313,85 @@ def _taught(course: str | None, slug: str, user: User) -> CourseAssignment:
     return target
 
 
+@dashboard.get("/courses/<course>/assignments/<slug>")
 @dashboard.get("/courses/<course>/assignments/<slug>/passbacks")
 @login_page
 def passbacks(course: str, slug: str) -> str:
+    """The assignment's LMS page: its links and line items, the due date, what waits for a
+    release and the button that sends it, the course's roster, every passback."""
     target = _taught(course, slug, page_user())
-    return render_template("lti/passbacks.html", assignment=target,
+    return render_template("lti/assignment.html", assignment=target,
+                           page=lms_page(session(), target),
                            rows=passbacks_of(session(), target),
-                           resend_form=ButtonForm(prefix="resend"))
+                           resend_form=ButtonForm(prefix="resend"),
+                           release_form=ButtonForm(prefix="release"),
+                           sync_form=ButtonForm(prefix="sync"))
+
+
+@dashboard.post("/courses/<course>/assignments/<slug>/release")
+@login_page
+def release(course: str, slug: str) -> BaseResponse:
+    target = _taught(course, slug, page_user())
+    if not ButtonForm(prefix="release").validate_on_submit():
+        raise ServiceError("The form expired; reload the page and try again.")
+    sent = release_results(session(), target, by=page_user())
+    flash(f"Results released: students see every check, and {sent} waiting score(s) are on "
+          "their way to the LMS.", "info")
+    return redirect(url_for("lti_dashboard.passbacks", course=course, slug=slug), 303)
+
+
+@dashboard.post("/courses/<course>/sync")
+@login_page
+def sync(course: str) -> BaseResponse:
+    """Sync the course's rosters and line items now (they also sync on launches and hourly)."""
+    found = course_by_code(session(), course)
+    if not teaches(session(), page_user(), found):
+        raise Forbidden("Only the course's instructors may do this.")
+    if ButtonForm(prefix="sync").validate_on_submit():
+        contexts = course_contexts(session(), found)
+        for context in contexts:
+            request_sync(session(), context, min_age_seconds=0)
+        flash(f"Syncing {len(contexts)} LMS course(s) in the background; reload in a moment.",
+              "info")
+    return redirect(request.form.get("next") or url_for("lti_dashboard.roster", course=course),
+                    303)
+
+
+@dashboard.get("/courses/<course>/roster")
+@login_page
+def roster(course: str) -> str:
+    found = course_by_code(session(), course)
+    if not teaches(session(), page_user(), found):
+        raise Forbidden("Only the course's instructors may do this.")
+    return render_template("lti/roster.html", course=found,
+                           contexts=course_contexts(session(), found),
+                           members=roster_of(session(), found),
+                           sync_form=ButtonForm(prefix="sync"))
+
+
+@dashboard.route("/links/<int:link_id>/attach", methods=["GET", "POST"])
+@login_page
+def attach(link_id: int) -> str | BaseResponse:
+    """An LMS link made without deep linking: the instructor says which assignment it opens."""
+    link = session().get(LtiResourceLink, link_id)
+    if link is None or not teaches(session(), page_user(), link.context.course):
+        raise NotFound("There is no such LMS link in a course you teach.")
+    form = ButtonForm(prefix="attach")
+    if request.method == "POST" and form.validate_on_submit():
+        chosen = session().get(CourseAssignment, request.form.get("assignment", type=int))
+        if chosen is None or chosen.course_id != link.context.course_id:
+            raise NotFound("That assignment is not in this course.")
+        link.assignment = chosen
+        sync_lineitem(session(), link, tokens=runtime().tokens,
+                      settings=ServiceSettings.from_config(current_app.config))
+        session().commit()
+        flash(f"The LMS link now opens {chosen.title}.", "info")
+        return redirect(url_for("lti_dashboard.passbacks", course=chosen.course.code,
+                                slug=chosen.slug), 303)
+    assignments = session().scalars(select(CourseAssignment).where(
+        CourseAssignment.course_id == link.context.course_id).order_by(CourseAssignment.slug))
+    return render_template("lti/attach.html", link=link, assignments=list(assignments),
+                           form=form)
 
 
 @dashboard.post("/courses/<course>/assignments/<slug>/passbacks/<int:delivery_id>/resend")

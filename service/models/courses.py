@@ -14,6 +14,8 @@ from service.models.users import User, enum_column
 class CourseRole(enum.Enum):
     STUDENT = "student"
     INSTRUCTOR = "instructor"
+    OBSERVER = "observer"
+    """Sees the course's assignments as a student would, never submits (an LMS Mentor)."""
 
 
 class Course(IdMixin, CreatedMixin, Base):

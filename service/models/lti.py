@@ -10,7 +10,7 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from service.models.assignments import CourseAssignment
 from service.models.base import Base, CreatedMixin, DispatchedMixin, IdMixin
-from service.models.courses import Course
+from service.models.courses import Course, CourseRole
 from service.models.submissions import Submission
 from service.models.users import User, enum_column
 
@@ -83,6 +83,9 @@ class LtiUser(IdMixin, CreatedMixin, Base):
     platform_id: Mapped[int] = mapped_column(ForeignKey("lti_platforms.id", ondelete="CASCADE"))
     sub: Mapped[str] = mapped_column(String(255))
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    email: Mapped[str | None] = mapped_column(String(255))
+    """As the platform last shared them (a launch or the roster); empty when it does not."""
 
     platform: Mapped[LtiPlatform] = relationship()
     user: Mapped[User] = relationship()
@@ -97,8 +100,20 @@ class LtiContext(IdMixin, CreatedMixin, Base):
     platform_id: Mapped[int] = mapped_column(ForeignKey("lti_platforms.id", ondelete="CASCADE"))
     context_id: Mapped[str] = mapped_column(String(255))
     course_id: Mapped[int] = mapped_column(ForeignKey("courses.id", ondelete="CASCADE"))
+    title: Mapped[str] = mapped_column(String(200), default="")
+    memberships_url: Mapped[str | None] = mapped_column(URL)
+    """The Names and Roles service of the course (from the launch's claim), when offered."""
+    lineitems_url: Mapped[str | None] = mapped_column(URL)
+    """The course's line items container (Assignment and Grade Services), when offered."""
+    ags_scopes: Mapped[list[str]] = mapped_column(default=list)
+    """The AGS scopes the platform granted in its launches (line items, scores)."""
+    differences_url: Mapped[str | None] = mapped_column(URL)
+    """Where the platform said the changes since the last roster sync are (NRPS differences)."""
+    roster_synced_at: Mapped[datetime | None]
+    roster_error: Mapped[str | None] = mapped_column(Text)
 
     course: Mapped[Course] = relationship()
+    platform: Mapped[LtiPlatform] = relationship()
 
 
 class LtiResourceLink(IdMixin, CreatedMixin, Base):
@@ -113,10 +128,50 @@ class LtiResourceLink(IdMixin, CreatedMixin, Base):
     assignment_id: Mapped[int | None] = mapped_column(
         ForeignKey("assignments.id", ondelete="SET NULL"), index=True)
     lineitem_url: Mapped[str | None] = mapped_column(URL)
-    """The Assignment and Grade Services line item of the link (from the launch's claim)."""
+    """The Assignment and Grade Services line item of the link (from the launch's claim, or
+    found or made in the course's line items)."""
+    title: Mapped[str] = mapped_column(String(255), default="")
+    lineitem_label: Mapped[str | None] = mapped_column(String(255))
+    lineitem_score_maximum: Mapped[float | None]
+    """The line item as the platform last described it."""
+    lms_due_at: Mapped[datetime | None]
+    """The due date the LMS gave (line item ``endDateTime``, the link's submission end, or a
+    custom substitution), when it gave one."""
+    lineitem_synced_at: Mapped[datetime | None]
+    lineitem_error: Mapped[str | None] = mapped_column(Text)
 
     assignment: Mapped[CourseAssignment | None] = relationship()
     context: Mapped[LtiContext] = relationship()
+
+
+class MembershipStatus(enum.Enum):
+    ACTIVE = "active"
+    INACTIVE = "inactive"
+    """The platform lists the member as inactive: kept, not enrolled."""
+    DROPPED = "dropped"
+    """No longer in the LMS course (absent from a full roster, or deleted in a difference)."""
+
+
+class LtiMembership(IdMixin, CreatedMixin, Base):
+    """A member of an LMS course as its roster (Names and Roles) or a launch last said."""
+
+    __tablename__ = "lti_memberships"
+    __table_args__ = (UniqueConstraint("context_id", "lti_user_id"),)
+
+    context_id: Mapped[int] = mapped_column(ForeignKey("lti_contexts.id", ondelete="CASCADE"))
+    lti_user_id: Mapped[int] = mapped_column(ForeignKey("lti_users.id", ondelete="CASCADE"),
+                                             index=True)
+    roles: Mapped[list[str]] = mapped_column(default=list)
+    """The LMS's role URIs, as sent."""
+    role: Mapped[CourseRole] = mapped_column(enum_column(CourseRole))
+    """The course role they map to."""
+    status: Mapped[MembershipStatus] = mapped_column(enum_column(MembershipStatus),
+                                                     default=MembershipStatus.ACTIVE)
+    seen_at: Mapped[datetime]
+    """When a roster or a launch last listed them."""
+
+    context: Mapped[LtiContext] = relationship()
+    lti_user: Mapped[LtiUser] = relationship()
 
 
 class PassbackStatus(enum.Enum):

@@ -22,7 +22,6 @@ from service.instructor import (
     regrade_report,
     start_regrade,
     time_zones,
-    update_settings,
 )
 from service.models import CourseAssignment, LatePolicy, ScorePolicy
 from service.pagination import page_numbers, paginate
@@ -36,6 +35,7 @@ from service.records import (
     parse_extension,
     revoke_extension,
 )
+from service.release import apply_settings
 from service.submissions import readable_submission
 from service.web.forms import ButtonForm
 from service.web.pages import page_blueprint
@@ -81,14 +81,13 @@ def settings(course: str, slug: str) -> str | BaseResponse | tuple[str, int]:
     if request.method == "POST":
         _checked()
         try:
-            update_settings(session(), target, settings_changes(request.form), by=page_user())
+            apply_settings(session(), target, settings_changes(request.form), by=page_user())
         except ServiceError as error:
             session().rollback()
             flash(error.detail, "error")
             return render_template("dashboard/settings.html", assignment=target, form=form,
                                    values=request.form, zones=time_zones(),
                                    policies=LatePolicy, score_policies=ScorePolicy), 400
-        session().commit()
         flash("Settings saved: late flags and final scores follow at once.", "info")
         return redirect(url_for("gradebook.settings", course=course, slug=slug), 303)
     values = {"due_at": local_input(target.due_at, target.time_zone),

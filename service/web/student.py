@@ -22,12 +22,12 @@ from werkzeug.wrappers import Response as BaseResponse
 from assignments.spec import load_spec
 from service.accounts import authenticate
 from service.catalogue import assignment_detail, public_file
-from service.courses import find_assignment, visible_assignments
+from service.courses import course_role, find_assignment, visible_assignments
 from service.dashboard import counted_scores, pointed_lines, taught_courses
 from service.db import session
 from service.errors import ServiceError, Unauthorized
 from service.gradebook import deadline_of
-from service.models import CourseAssignment, Submission, SubmissionStatus, User
+from service.models import CourseAssignment, CourseRole, Submission, SubmissionStatus, User
 from service.queue import enqueue
 from service.submissions import (
     count_mine,
@@ -130,6 +130,8 @@ def assignment(course: str, slug: str) -> str:
                                             rate_limit_for(target, current_app.config)),
                            statement=markdown(detail["statement"]), history=history,
                            form=SubmitForm(), entry=load_spec(target.slug).entry,
+                           observer=course_role(session(), user, target.course_id)
+                           is CourseRole.OBSERVER,
                            chart={"points": [{"id": h["id"], "at": h["requested_at"],
                                               "score": h["score"], "max": h["max_score"]}
                                              for h in reversed(history)

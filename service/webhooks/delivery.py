@@ -27,6 +27,7 @@ from service import queue
 from service.db import rows_changed
 from service.events import Event, dispatch_due
 from service.gradebook import score_of
+from service.lti.identity import lms_identity
 from service.models import (
     DeliveryStatus,
     Result,
@@ -119,7 +120,8 @@ def event_payload(session: Session, submission: Submission, event: Event) -> dic
     now = score_of(session, submission)
     data = {
         "submission_id": submission.id,
-        "student": {"id": submission.user.id, "username": submission.user.username},
+        "student": {"id": submission.user.id, "username": submission.user.username,
+                    "lms": lms_identity(session, submission)},
         "course": submission.assignment.course.code,
         "assignment": submission.assignment.slug,
         "round": submission.round,

@@ -157,3 +157,109 @@ def test_lti_refuses_forged_expired_replayed_and_undeployed_launches(stack: Stac
     browser.cookies.set("autograde_lti_state", done.state)
     replay = post(done.id_token, done.state)
     assert replay.status_code == 401 and "already used" in replay.text
+
+
+def _rows(pg_url: str, query: str) -> list[tuple[Any, ...]]:
+    engine = create_engine(pg_url)
+    try:
+        with engine.connect() as connection:
+            return [tuple(row) for row in connection.execute(text(query))]
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture
+def lms_stack(make_stack: Callable[..., Stack], pg_url: str) -> Iterator[Stack]:
+    """The stack with no periodic task at all and a recheck of held scores far away: a score
+    that reaches the LMS soon after the release was sent by the release itself."""
+    redis_or_skip()
+    built = make_stack(pg_url, LTI_COOKIE_SECURE=0, SECRET_KEY="lti-e2e",
+                       LTI_HOLD_RECHECK_SECONDS=3600, LTI_ROSTER_LAUNCH_SECONDS=0)
+    built.start_server()
+    built.start_worker()
+    yield built
+
+
+def test_a_released_score_reaches_the_lms_gradebook_without_a_shell(lms_stack: Stack,
+                                                                    pg_url: str) -> None:
+    stack = lms_stack
+    lms = LmsPlatform(tool_url=stack.url).start()
+    try:
+        assert stack.autograde("admin", "lti", "register-platform",
+                               *lms.register_args()).returncode == 0
+        item = _deep_link(lms, stack)  # the instructor, in the LMS
+        link = {**lms.resource_link("link-1", assignment=item["custom"]["assignment"],
+                                    lineitem=lms.lineitem(1)), **lms.nrps_claim()}
+        student = requests.Session()
+        launched = lms.launch(student, sub="student-1", roles=[LEARNER], **link).response
+        assert launched.status_code == 303, launched.text
+        submission_id = _submit_on_the_web(student, stack,
+                                           stack.url + launched.headers["Location"])
+        # Graded, and its score held: `attention` has checks shown only after the due date,
+        # and an LMS-made course has none.
+        _wait(lambda: _rows(pg_url, "SELECT last_error FROM lti_score_passbacks "
+                                    "WHERE last_error LIKE 'held%'"), 180,
+              lambda: stack.log("worker"))
+        assert not lms.scores
+
+        teacher = requests.Session()
+        opened = lms.launch(teacher, sub="teacher-1", roles=[INSTRUCTOR], **link).response
+        assert opened.status_code == 303 and "/dashboard/" in opened.headers["Location"]
+        course = opened.headers["Location"].split("/courses/")[1].split("/")[0]
+        page_url = f"{stack.url}/dashboard/lti/courses/{course}/assignments/attention"
+        page = teacher.get(page_url, timeout=30)
+        assert page.status_code == 200 and 'data-waiting="1"' in page.text
+        assert "until you release results" in page.text
+
+        clicked = time.monotonic()
+        released = teacher.post(page_url + "/release", timeout=30,
+                                data={"release-csrf_token": _csrf_prefixed(page.text,
+                                                                           "release-")})
+        assert released.status_code == 200, released.text
+        _wait(lambda: lms.scores, 60, lambda: f"{lms.refusals}\n{stack.log('worker')}")
+        elapsed = time.monotonic() - clicked
+        print(f"\nrelease click -> score in the LMS gradebook: {elapsed:.2f} s")
+        (score,) = lms.scores
+        ((final, maximum),) = _rows(pg_url, "SELECT final_score, max_score FROM results "
+                                            f"WHERE submission_id = {submission_id}")
+        assert score["userId"] == "student-1" and score["lineitem"] == lms.lineitem(1)
+        assert (score["scoreGiven"], score["scoreMaximum"]) == (final, maximum)
+        assert not lms.refusals
+    finally:
+        lms.stop()
+
+
+def test_a_300_member_roster_syncs_on_launch(lms_stack: Stack, pg_url: str) -> None:
+    stack = lms_stack
+    lms = LmsPlatform(tool_url=stack.url).start()
+    try:
+        assert stack.autograde("admin", "lti", "register-platform",
+                               *lms.register_args()).returncode == 0
+        lms.enrol("teacher-1", [INSTRUCTOR])
+        for n in range(299):
+            lms.enrol(f"s{n:03}", [LEARNER], name=f"Student {n:03}")
+        teacher = requests.Session()
+        opened = lms.launch(teacher, sub="teacher-1", roles=[INSTRUCTOR], **lms.nrps_claim(),
+                            **lms.resource_link("link-1", assignment="attention")).response
+        assert opened.status_code == 303
+        course = opened.headers["Location"].split("/courses/")[1].split("/")[0]
+        roster_url = f"{stack.url}/dashboard/lti/courses/{course}/roster"
+
+        def listed() -> int:
+            return teacher.get(roster_url, timeout=30).text.count('data-status="active"')
+
+        _wait(lambda: listed() == 300, 120, lambda: stack.log("worker"))
+        page = teacher.get(roster_url, timeout=30).text
+        assert 'data-sub="s298"' in page and "Student 298" in page
+        people = teacher.get(f"{stack.url}/dashboard/courses/{course}/people", timeout=30).text
+        assert "Student 000" in people and "Student 298" in people  # never launched
+        ((enrolled,),) = _rows(pg_url, "SELECT count(*) FROM enrolments")
+        assert enrolled == 300 and len(lms.roster_requests) == 3
+    finally:
+        lms.stop()
+
+
+def _csrf_prefixed(page: str, prefix: str) -> str:
+    found = re.search(rf'name="{prefix}csrf_token" type="hidden" value="([^"]+)"', page)
+    assert found, page
+    return found.group(1)

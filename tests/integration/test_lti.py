@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import secrets
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from werkzeug.serving import make_server
 from service import db
 from service.accounts import create_user, issue_token
 from service.grading import GradingPolicy, claim, store_result
+from service.lti.identity import lms_users_of
 from service.lti.keys import rotate_key
 from service.lti.passback import GradePassback, PassbackSettings, publish, scores_url
 from service.lti.platforms import Registration, register_platform
@@ -34,7 +37,15 @@ from service.models import (
     utcnow,
 )
 from service.tasks import current_announcer
-from tests.lti_platform import INSTRUCTOR, LEARNER, TEACHING_ASSISTANT, LmsPlatform, new_key
+from tests.lti_platform import (
+    INSTITUTION_INSTRUCTOR,
+    INSTRUCTOR,
+    LEARNER,
+    MENTOR,
+    TEACHING_ASSISTANT,
+    LmsPlatform,
+    new_key,
+)
 from tests.servicekit import PASSWORD
 
 POLICY = GradingPolicy(lease_seconds=60, max_attempts=3)
@@ -138,17 +149,6 @@ def test_student_launch_provisions_and_logs_in(lms: LmsPlatform, tool: Tool) -> 
     assert page.status_code == 200 and "User student-1" in page.text
     user = _user("student-1")
     assert user.display_name == "User student-1"
-
-
-@pytest.mark.parametrize(("roles", "instructor"), [
-    ([INSTRUCTOR], True), ([TEACHING_ASSISTANT], True), ([LEARNER], False),
-    (["http://purl.imsglobal.org/vocab/lis/v2/institution/person#Administrator"], True),
-    ([], False)])
-def test_lti_roles_map_to_course_roles(roles: list[str], instructor: bool) -> None:
-    from service.lti.provision import course_role
-    from service.models import CourseRole
-
-    assert (course_role(roles) is CourseRole.INSTRUCTOR) is instructor
 
 
 def test_instructor_deep_links_an_assignment(lms: LmsPlatform, tool: Tool) -> None:
@@ -443,3 +443,319 @@ def _csrf(page: str, prefix: str = "") -> str:
     found = re.search(rf'name="{prefix}csrf_token" type="hidden" value="([^"]+)"', page)
     assert found, page
     return found.group(1)
+
+
+# --- Roles, roster, line items, due dates, release, key rotation, picker, identity. ----------
+
+def _sync(context_sub: str = "") -> None:
+    from service.lti.services import ServiceSettings, sync_context
+    from service.models import LtiContext
+
+    for context in db.session().scalars(select(LtiContext)):
+        sync_context(db.session(), context.id, tokens=runtime().tokens,
+                     settings=ServiceSettings.from_config(current_app.config))
+
+
+def _course_id() -> int:
+    from service.models import Course
+
+    found = db.session().scalar(select(Course.id).where(Course.code == _course_code()))
+    assert found is not None
+    return found
+
+
+def _course_code() -> str:
+    from service.models import Course
+
+    course = db.session().scalar(select(Course).where(Course.code.like("lti-%")))
+    assert course is not None
+    return course.code
+
+
+def test_an_institution_instructor_gets_the_student_view(lms: LmsPlatform, tool: Tool) -> None:
+    browser = requests.Session()
+    launched = lms.launch(browser, sub="prof-elsewhere", roles=[INSTITUTION_INSTRUCTOR],
+                          **lms.resource_link("link-1", assignment="attention"))
+    assert launched.response.status_code == 303, launched.response.text
+    assert launched.response.headers["Location"].startswith("/courses/")  # not /dashboard
+    dashboard = browser.get(tool.url + f"/dashboard/courses/{_course_code()}/assignments/"
+                            "attention", timeout=30)
+    assert dashboard.status_code == 403
+    mixed = lms.launch(requests.Session(), sub="ta-and-student",
+                       roles=[LEARNER, INSTITUTION_INSTRUCTOR,
+                              "http://purl.imsglobal.org/vocab/lis/v2/institution/person#"
+                              "Administrator"],
+                       **lms.resource_link("link-1", assignment="attention"))
+    assert mixed.response.headers["Location"].startswith("/courses/")
+    teacher = lms.launch(requests.Session(), sub="prof", roles=[TEACHING_ASSISTANT],
+                         **lms.resource_link("link-1", assignment="attention"))
+    assert teacher.response.headers["Location"].startswith("/dashboard/")
+
+
+def test_a_launch_without_roles_is_refused(lms: LmsPlatform) -> None:
+    refused = lms.launch(requests.Session(), sub="nobody", roles=None,
+                         **lms.resource_link("link-1", assignment="attention")).response
+    _refused(refused, 400, "no roles claim")
+    assert db.session().scalar(select(LtiUser).where(LtiUser.sub == "nobody")) is None
+
+
+def test_a_mentor_sees_the_assignment_but_cannot_submit(lms: LmsPlatform, tool: Tool) -> None:
+    browser = requests.Session()
+    launched = lms.launch(browser, sub="parent-1", roles=[MENTOR],
+                          **lms.resource_link("link-1", assignment="attention")).response
+    assert launched.status_code == 303
+    page = browser.get(tool.url + launched.headers["Location"], timeout=30)
+    assert page.status_code == 200 and 'id="observer-note"' in page.text
+    assert 'id="submit-button"' not in page.text
+    form = browser.get(tool.url + "/account/tokens", timeout=30).text  # a CSRF token
+    posted = browser.post(tool.url + launched.headers["Location"] + "/submissions",
+                          data={"csrf_token": _csrf(form)},
+                          files=[("files", ("attention.py", b"x = 1\n"))], timeout=30)
+    assert posted.status_code == 200 and "do not submit" in posted.text  # said on the page
+    assert db.session().scalar(select(Submission)) is None
+
+
+def test_a_link_made_without_deep_linking_finds_or_makes_its_line_item(
+        lms: LmsPlatform, tool: Tool) -> None:
+    claims = {**lms.resource_link("hand-made"), **lms.ags_claim()}
+    claims["https://purl.imsglobal.org/spec/lti/claim/custom"] = {"assignment": "attention"}
+    launched = lms.launch(requests.Session(), sub="student-1", roles=[LEARNER], **claims)
+    assert launched.response.status_code == 303, launched.response.text
+    (item,) = lms.lineitems.values()
+    assert (item["label"], item["scoreMaximum"], item["resourceLinkId"], item["tag"]) == (
+        "Scaled dot-product attention", 10.0, "hand-made", "autograde") or \
+        (item["scoreMaximum"] == 10.0 and item["resourceLinkId"] == "hand-made")
+    # Another student: the line item is found, not made twice.
+    assert lms.launch(requests.Session(), sub="student-2", roles=[LEARNER],
+                      **claims).response.status_code == 303
+    assert len(lms.lineitems) == 1 and lms.lineitem_requests.count("POST /lineitems") == 1
+    _graded(_user("student-1"), 7.0)
+    (delivery,) = _deliveries()
+    assert delivery.lineitem_url == item["id"]
+    assert _publish(delivery.id) == "delivered"
+    assert lms.scores[-1]["lineitem"] == item["id"] and lms.scores[-1]["scoreGiven"] == 7.0
+
+
+def test_a_link_without_an_assignment_asks_the_instructor_not_the_student(
+        lms: LmsPlatform, tool: Tool) -> None:
+    claims = {**lms.resource_link("bare"), **lms.ags_claim()}
+    student = lms.launch(requests.Session(), sub="student-1", roles=[LEARNER], **claims)
+    assert student.response.status_code == 200 and "not ready yet" in student.response.text
+    browser = requests.Session()
+    teacher = lms.launch(browser, sub="teacher-1", roles=[INSTRUCTOR], **claims).response
+    assert teacher.status_code == 303 and "/attach" in teacher.headers["Location"]
+    page = browser.get(tool.url + teacher.headers["Location"], timeout=30)
+    choice = re.search(r'name="assignment" value="(\d+)"><button[^>]*value="attention"',
+                       page.text)
+    assert page.status_code == 200 and choice, page.text
+    attached = browser.post(tool.url + teacher.headers["Location"], timeout=30, data={
+        "attach-csrf_token": _csrf(page.text, "attach-"), "assignment": choice.group(1)})
+    assert attached.status_code == 200 and "now opens" in attached.text
+    assert len(lms.lineitems) == 1
+    again = lms.launch(requests.Session(), sub="student-1", roles=[LEARNER], **claims).response
+    assert again.status_code == 303 and again.headers["Location"].endswith("/attention")
+
+
+def test_line_items_are_kept_in_step_and_give_the_due_date(lms: LmsPlatform, tool: Tool) -> None:
+    item = lms.add_lineitem(label="Old name", scoreMaximum=5, resourceLinkId="link-1",
+                            endDateTime="2030-01-15T23:59:00Z")
+    claims = {**lms.resource_link("link-1", assignment="attention"),
+              **lms.ags_claim(lineitem=item["id"])}
+    assert lms.launch(requests.Session(), sub="teacher-1", roles=[INSTRUCTOR],
+                      **claims).response.status_code == 303
+    _sync()
+    (fixed,) = lms.lineitems.values()
+    assert fixed["scoreMaximum"] == 10.0 and fixed["label"] != "Old name"
+    assert fixed["endDateTime"] == "2030-01-15T23:59:00Z"  # what we do not own stays
+    assignment = db.session().scalar(select(CourseAssignment).where(
+        CourseAssignment.slug == "attention"), execution_options={"populate_existing": True})
+    assert assignment is not None
+    assert assignment.due_at == datetime.fromisoformat("2030-01-15T23:59:00+00:00")
+    browser = requests.Session()
+    teacher = lms.launch(browser, sub="teacher-1", roles=[INSTRUCTOR], **claims).response
+    page = browser.get(f"{tool.url}/dashboard/lti/courses/{_course_code()}/assignments/"
+                       "attention", timeout=30)
+    assert teacher.status_code == 303 and page.status_code == 200
+    assert item["id"] in page.text and "2030-01-15" in page.text
+
+
+def test_canvas_custom_substitution_gives_the_due_date(lms: LmsPlatform) -> None:
+    claims = lms.resource_link("link-1", assignment="attention", lineitem=lms.lineitem())
+    claims["https://purl.imsglobal.org/spec/lti/claim/custom"] = {
+        "assignment": "attention", "canvas_assignment_due_at": "2031-03-01T12:00:00-05:00",
+        "submission_end": "$ResourceLink.submission.endDateTime"}
+    assert lms.launch(requests.Session(), sub="s", roles=[LEARNER],
+                      **claims).response.status_code == 303
+    assignment = db.session().scalar(select(CourseAssignment).where(
+        CourseAssignment.slug == "attention"))
+    assert assignment is not None
+    assert assignment.due_at == datetime.fromisoformat("2031-03-01T17:00:00+00:00")
+
+
+def test_the_roster_syncs_every_member_and_keeps_enrolments_in_step(
+        lms: LmsPlatform, tool: Tool) -> None:
+    from service.models import CourseRole, Enrolment, LtiMembership, MembershipStatus
+
+    lms.enrol("teacher-1", [INSTRUCTOR])
+    for n in range(299):
+        lms.enrol(f"s{n:03}", [LEARNER], email=f"s{n:03}@uni.example")
+    browser = requests.Session()
+    launched = lms.launch(browser, sub="teacher-1", roles=[INSTRUCTOR], **lms.nrps_claim(),
+                          **lms.resource_link("link-1", assignment="attention"))
+    assert launched.response.status_code == 303
+    _sync()
+    assert len(lms.roster_requests) == 3  # 300 members, 100 a page, by the "next" links
+
+    def enrolled() -> dict[str, CourseRole]:
+        return {sub: role for sub, role in db.session().execute(
+            select(LtiUser.sub, Enrolment.role).join(Enrolment, Enrolment.user_id
+                                                      == LtiUser.user_id))}
+
+    assert len(enrolled()) == 300 and enrolled()["s042"] is CourseRole.STUDENT
+    roster = browser.get(f"{tool.url}/dashboard/lti/courses/{_course_code()}/roster",
+                         timeout=30)
+    assert roster.status_code == 200 and roster.text.count('data-status="active"') == 300
+    assert 'data-sub="s299"' not in roster.text and "s298@uni.example" in roster.text
+    people = browser.get(f"{tool.url}/dashboard/courses/{_course_code()}/people", timeout=30)
+    assert people.text.count("User s") >= 299  # members who never launched are there
+
+    lms.drop("s001")
+    lms.enrol("s002", [TEACHING_ASSISTANT])
+    lms.enrol("late-joiner", [LEARNER], name="Late Joiner")
+    _sync()
+    assert lms.roster_requests[-1] == json.dumps({"since": "300"})  # only the differences
+    now = enrolled()
+    assert "s001" not in now and now["s002"] is CourseRole.INSTRUCTOR
+    assert now["late-joiner"] is CourseRole.STUDENT and len(now) == 300
+    dropped = db.session().scalar(select(LtiMembership).join(LtiUser).where(
+        LtiUser.sub == "s001"))
+    assert dropped is not None and dropped.status is MembershipStatus.DROPPED
+
+    lms.forget_differences = True  # the platform no longer knows that point in time
+    lms.drop("s003")
+    before = len(lms.roster_requests)
+    _sync()
+    asked = lms.roster_requests[before:]
+    assert asked[:2] == [json.dumps({"since": "303"}), "{}"]  # refused: the whole roster
+    assert "s003" not in enrolled() and len(enrolled()) == 299
+    identities = lms_users_of(db.session(), _course_id())
+    assert {u.sub for u in identities.values()} >= {"s000", "late-joiner", "teacher-1"}
+    assert identities[_user("s042").id].email == "s042@uni.example"
+
+
+def test_release_from_the_dashboard_sends_held_scores_at_once(lms: LmsPlatform,
+                                                              tool: Tool) -> None:
+    assert _student_launch(lms).status_code == 303
+    _graded(_user("student-1"), 6.0, hidden=True)
+    (delivery,) = _deliveries()
+    assert _publish(delivery.id) == "held"
+    browser = requests.Session()
+    lms.launch(browser, sub="teacher-1", roles=[INSTRUCTOR], **lms.resource_link("link-1"))
+    url = f"{tool.url}/dashboard/lti/courses/{_course_code()}/assignments/attention"
+    page = browser.get(url, timeout=30)
+    assert 'data-waiting="1"' in page.text and "until you release results" in page.text
+    overview = browser.get(f"{tool.url}/dashboard/courses/{_course_code()}/assignments/"
+                           "attention", timeout=30)  # where an instructor's launch lands
+    assert 'id="lms-release-notice"' in overview.text and "<strong>1</strong>" in overview.text
+    forged = browser.post(url + "/release", data={}, timeout=30)
+    assert forged.status_code == 400 and _deliveries()[0].next_attempt_at > utcnow()
+    released = browser.post(url + "/release", timeout=30,
+                            data={"release-csrf_token": _csrf(page.text, "release-")})
+    assert released.status_code == 200 and "1 waiting score" in released.text
+    (due,) = _deliveries()
+    # Due now and its task sent on the release (not left for the periodic recheck).
+    assert due.next_attempt_at <= utcnow() and due.dispatched_at is not None
+    assert _publish(delivery.id) == "delivered" and lms.scores[-1]["scoreGiven"] == 6.0
+    assert 'data-released="yes"' in browser.get(url, timeout=30).text
+
+
+def test_a_rotated_platform_key_is_fetched_at_once_and_forged_kids_are_rate_limited(
+        lms: LmsPlatform) -> None:
+    assert _student_launch(lms).status_code == 303
+    lms.rotate_key()
+    assert _student_launch(lms).status_code == 303  # signed with the new key, accepted now
+    assert lms.jwks_fetches == 2  # the first launch's, and one at once for the new kid
+    assert _student_launch(lms).status_code == 303 and lms.jwks_fetches == 2  # cached
+    browser = requests.Session()
+    for _ in range(3):  # forged tokens with made-up kids, just after that refetch
+        state, nonce, _ = lms.login(browser)
+        claims = jwt.decode(lms.id_token(nonce=nonce, sub="m", roles=[LEARNER]),
+                            options={"verify_signature": False})
+        forged = jwt.encode(claims, new_key(), algorithm="RS256",
+                            headers={"kid": secrets.token_hex(4)})
+        _refused(browser.post(lms.tool_url + "/lti/launch",
+                              data={"id_token": forged, "state": state}, timeout=30),
+                 401, "not signed by a key of the LMS")
+    assert lms.jwks_fetches == 2  # rate-limited: the platform's JWKS is not hammered
+
+
+def test_the_picker_token_works_only_in_the_instructors_browser(lms: LmsPlatform,
+                                                               tool: Tool) -> None:
+    browser = requests.Session()
+    picker = lms.launch(browser, sub="teacher-1", roles=[INSTRUCTOR],
+                        **lms.deep_linking()).response
+    token = re.search(r'name="token" value="([^"]+)"', picker.text)
+    choice = re.search(r'name="assignment" value="(\d+)"', picker.text)
+    assert token and choice
+    stolen = requests.post(tool.url + "/lti/deep-link", timeout=30,
+                           data={"token": token.group(1), "assignment": choice.group(1)})
+    assert stolen.status_code == 403 and "another browser" in stolen.text
+    mine = browser.post(tool.url + "/lti/deep-link", timeout=30,
+                        data={"token": token.group(1), "assignment": choice.group(1)})
+    assert mine.status_code == 200 and 'name="JWT"' in mine.text
+
+
+def test_webhook_events_carry_the_lms_identity(lms: LmsPlatform) -> None:
+    from service.events import Event
+    from service.webhooks.delivery import event_payload
+
+    claims = {**lms.resource_link("link-1", assignment="attention"), "email": "ada@uni.example"}
+    assert lms.launch(requests.Session(), sub="lms-ada", roles=[LEARNER],
+                      **claims).response.status_code == 303
+    submission = _graded(_user("lms-ada"), 5.0)
+    student = event_payload(db.session(), submission, Event.GRADED)["data"]["student"]
+    assert student["lms"] == {"platform": lms.issuer, "user_id": "lms-ada",
+                              "course_id": lms.context_id, "name": "User lms-ada",
+                              "email": "ada@uni.example"}
+
+
+def test_releasing_over_the_api_sends_held_scores_at_once(lms: LmsPlatform, tool: Tool) -> None:
+    assert _student_launch(lms).status_code == 303
+    _graded(_user("student-1"), 6.0, hidden=True)
+    (delivery,) = _deliveries()
+    assert _publish(delivery.id) == "held"
+    lms.launch(requests.Session(), sub="teacher-1", roles=[INSTRUCTOR],
+               **lms.resource_link("link-1"))
+    headers = {"Authorization": "Bearer " + issue_token(db.session(), _user("teacher-1")).token}
+    db.session().commit()
+    url = f"{tool.url}/api/v1/instructor/assignments/attention"
+    unchanged = requests.patch(url, json={"score_policy": "latest"}, headers=headers, timeout=30)
+    assert unchanged.status_code == 200 and _deliveries()[0].next_attempt_at > utcnow()
+    done = requests.patch(url, json={"results_published": True}, headers=headers, timeout=30)
+    assert done.status_code == 200 and done.json()["results_published"] is True
+    (due,) = _deliveries()
+    assert due.next_attempt_at <= utcnow() and due.dispatched_at is not None
+    assert _publish(delivery.id) == "delivered"
+
+
+def test_the_canvas_configuration_asks_for_every_service_and_the_due_date(tool: Tool) -> None:
+    config = requests.get(tool.url + "/lti/canvas.json", timeout=10).json()
+    assert set(config["scopes"]) == {
+        "https://purl.imsglobal.org/spec/lti-ags/scope/score",
+        "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem",
+        "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly",
+        "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"}
+    assert config["custom_fields"]["canvas_assignment_due_at"] == \
+        "$Canvas.assignment.dueAt.iso8601"
+
+
+def test_a_roster_member_has_no_password_to_log_in_with(lms: LmsPlatform, tool: Tool) -> None:
+    lms.enrol("s1", [LEARNER])
+    lms.launch(requests.Session(), sub="teacher-1", roles=[INSTRUCTOR], **lms.nrps_claim(),
+               **lms.resource_link("link-1", assignment="attention"))
+    _sync()
+    user = _user("s1")
+    for password in ("!lms", "", user.username):
+        answer = requests.post(tool.url + "/auth/login", timeout=10,
+                               json={"username": user.username, "password": password})
+        assert answer.status_code in (400, 401), answer.text

@@ -217,7 +217,7 @@ def test_graded_event_is_recorded_with_the_result_and_sent_once(
     data = delivery.payload["data"]
     assert delivery.payload["type"] == "submission.graded"
     assert data == {"submission_id": submission.id,
-                    "student": {"id": submission.user_id, "username": "ada"},
+                    "student": {"id": submission.user_id, "username": "ada", "lms": None},
                     "course": "ml101", "assignment": "attention", "round": 1,
                     "status": "graded", "score": 6.0, "max_score": 10.0, "final_score": 6.0,
                     "codes": ["softmax-wrong-axis", "missing-scale"], "late": False,
