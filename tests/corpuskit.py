@@ -2,6 +2,10 @@
 
 A corpus directory holds one folder per assignment slug with submission files and a
 ``manifest.toml`` giving each file's exact codes and score (what SPEC says it deserves).
+
+Each grading is a sandbox run (a fresh interpreter importing torch: about a second of CPU), so
+the multi-seed tests grade a file's seeds concurrently, one sandbox per core, and a grading
+already made in this test session (same file, same seed) is reused rather than repeated.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import os
 import tomllib
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,11 +84,25 @@ def seeds_for(name: str, count: int | None = None) -> list[int]:
     return seeds
 
 
+_graded: dict[tuple[Path, int], Verdict] = {}
+
+
 def grade(pipeline: GradingPipeline, file: CorpusFile, seed: int) -> Verdict:
-    document = pipeline.grade(load_assignment(file.slug), {file.path.name: file.path.read_bytes()},
-                              seed=seed)
-    return Verdict(seed, frozenset(d["code"] for d in document["diagnoses"]),
-                   float(document["score"]), document)
+    """The grader's verdict on ``file`` for ``seed`` (a file's verdict must not depend on state)."""
+    key = (file.path, seed)
+    if key not in _graded:
+        document = pipeline.grade(load_assignment(file.slug),
+                                  {file.path.name: file.path.read_bytes()}, seed=seed)
+        _graded[key] = Verdict(seed, frozenset(d["code"] for d in document["diagnoses"]),
+                               float(document["score"]), document)
+    return _graded[key]
+
+
+def grade_on_seeds(pipeline: GradingPipeline, file: CorpusFile, seeds: list[int]) -> list[Verdict]:
+    """The verdicts for every seed, graded concurrently (each one is its own sandbox process)."""
+    workers = max(1, min(len(seeds), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda seed: grade(pipeline, file, seed), seeds))
 
 
 def describe(verdicts: list[Verdict]) -> str:

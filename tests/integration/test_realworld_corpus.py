@@ -13,7 +13,7 @@ import pytest
 from assignments import load_assignment
 from grader.pipeline import GradingPipeline
 from tests.conftest import CORPUS, TESTS
-from tests.corpuskit import CorpusFile, corpus_files, describe, grade, seeds_for
+from tests.corpuskit import CorpusFile, corpus_files, describe, grade_on_seeds, seeds_for
 from tests.integration.test_grade_local import assert_complete
 
 REALWORLD = TESTS / "corpus-realworld"
@@ -48,7 +48,7 @@ def test_the_realworld_corpus_is_large_and_mixed() -> None:
 def test_realworld_submission_gets_its_exact_codes_and_score_on_every_seed(
         local_pipeline: GradingPipeline, file: CorpusFile) -> None:
     assignment = load_assignment(file.slug)
-    verdicts = [grade(local_pipeline, file, seed) for seed in seeds_for(file.path.name)]
+    verdicts = grade_on_seeds(local_pipeline, file, seeds_for(file.path.name))
     for verdict in verdicts:
         assert_complete(verdict.document, assignment)
     expected = f"expected {sorted(file.codes)} {file.score}"
@@ -62,6 +62,6 @@ def test_realworld_submission_gets_its_exact_codes_and_score_on_every_seed(
     [f for f in corpus_files(CORPUS) if not f.codes & SEED_FREE_CODES], unnamed={}))
 def test_corpus_submission_gets_the_same_codes_and_score_on_every_seed(
         local_pipeline: GradingPipeline, file: CorpusFile) -> None:
-    verdicts = [grade(local_pipeline, file, seed) for seed in seeds_for(file.path.name)]
+    verdicts = grade_on_seeds(local_pipeline, file, seeds_for(file.path.name))
     assert len({v.codes for v in verdicts}) == 1, describe(verdicts)
     assert len({v.score for v in verdicts}) == 1, describe(verdicts)
