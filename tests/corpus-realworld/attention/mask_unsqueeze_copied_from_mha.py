@@ -1,5 +1,6 @@
 """Mistake: mask.unsqueeze(1) copied from a multi-head module, where it added the head axis;
-here it breaks broadcasting of an already broadcastable (T, S) mask."""
+here it breaks broadcasting of a (T, S) or (B, T, S) mask (a shape error), and a (B, 1, T, S)
+mask makes masked_fill broadcast the scores to 5-D, so the result has the wrong shape."""
 import math
 
 import torch
