@@ -5,9 +5,10 @@ reports about it (course repos, tutorials, model zoos); each must get exactly it
 codes and score on every seed. The hand-written corpus in ``tests/corpus`` (exact codes on one
 seed in ``test_corpus.py``) must get the same codes and score on every seed.
 
-Every grading is a sandbox run, so this module is the slowest part of the slow suite (about
-750 gradings at the default 5 seeds). AUTOGRADE_CORPUS_SEEDS=N changes the seed count, e.g. 2
-for a quick local pass; ``tests/corpus-realworld/grade_with.py`` checks another worktree's grader.
+Every grading is a sandbox run, so this module is the slowest part of the slow suite (about 850
+gradings at the default 5 seeds, 750 after test_corpus.py in the same session; the seed count is
+AUTOGRADE_CORPUS_SEEDS=N, e.g. 2 for a quick local pass). ``tests/corpus-realworld/grade_with.py``
+checks another worktree's grader against the same manifests and seeds.
 """
 
 from __future__ import annotations
