@@ -8,40 +8,24 @@ differently written files, and combinations of two mistakes.
 from __future__ import annotations
 
 import tomllib
-import zlib
-from typing import Any
 
 import pytest
 
 from assignments import load_assignment
 from grader.pipeline import GradingPipeline
 from tests.conftest import CORPUS
+from tests.corpuskit import SLUGS, CorpusFile, base_seed, corpus_files, grade
 from tests.integration.test_grade_local import assert_complete
-
-SLUGS = ("attention", "multi-head-attention")
-
-
-def _entries() -> list[Any]:
-    params = []
-    for slug in SLUGS:
-        manifest = tomllib.loads((CORPUS / slug / "manifest.toml").read_text(encoding="utf-8"))
-        for name, expected in sorted(manifest["files"].items()):
-            params.append(pytest.param(slug, name, expected, id=f"{slug}/{name}"))
-    return params
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("slug", "name", "expected"), _entries())
+@pytest.mark.parametrize("file", [pytest.param(f, id=f.id) for f in corpus_files(CORPUS)])
 def test_corpus_submission_gets_its_exact_codes_and_score(
-        local_pipeline: GradingPipeline, slug: str, name: str, expected: dict[str, Any]) -> None:
-    assignment = load_assignment(slug)
-    seed = zlib.crc32(name.encode())  # fixed per file, different across files
-    document = local_pipeline.grade(assignment, {name: (CORPUS / slug / name).read_bytes()},
-                                    seed=seed)
-    assert_complete(document, assignment)
-    codes = {diagnosis["code"] for diagnosis in document["diagnoses"]}
-    assert codes == set(expected["codes"]), document["output"]
-    assert document["score"] == pytest.approx(expected["score"]), document["output"]
+        local_pipeline: GradingPipeline, file: CorpusFile) -> None:
+    verdict = grade(local_pipeline, file, base_seed(file.path.name))
+    assert_complete(verdict.document, load_assignment(file.slug))
+    assert verdict.codes == file.codes, verdict.document["output"]
+    assert verdict.score == pytest.approx(file.score), verdict.document["output"]
 
 
 def test_every_spec_code_is_produced_by_two_different_corpus_files() -> None:

@@ -1,0 +1,115 @@
+"""Corpora of student-style submissions: their manifests, their seeds, and grading one on a seed.
+
+A corpus directory holds one folder per assignment slug with submission files and a
+``manifest.toml`` giving each file's exact codes and score (what SPEC says it deserves).
+
+Each grading is a sandbox run (a fresh interpreter importing torch: about a second of CPU), so
+the multi-seed tests grade a file's seeds concurrently, one sandbox per core, and a grading
+already made in this test session (same file, same seed) is reused rather than repeated.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from assignments import load_assignment
+from grader.pipeline import GradingPipeline
+
+SLUGS = ("attention", "multi-head-attention")
+# How many seeds the multi-seed corpus tests grade each file on; AUTOGRADE_CORPUS_SEEDS overrides.
+DEFAULT_SEED_COUNT = 5
+
+
+@dataclass(frozen=True)
+class CorpusFile:
+    """One submission and what it deserves."""
+
+    slug: str
+    path: Path
+    codes: frozenset[str]
+    score: float
+
+    @property
+    def id(self) -> str:
+        return f"{self.slug}/{self.path.name}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the grader said about a file on one seed."""
+
+    seed: int
+    codes: frozenset[str]
+    score: float
+    document: dict[str, Any]
+
+
+def corpus_files(root: Path) -> list[CorpusFile]:
+    """Every manifest entry under ``root``, in a stable order."""
+    files = []
+    for slug in SLUGS:
+        manifest = tomllib.loads((root / slug / "manifest.toml").read_text(encoding="utf-8"))
+        for name, entry in sorted(manifest["files"].items()):
+            files.append(CorpusFile(slug, root / slug / name, frozenset(entry["codes"]),
+                                    float(entry["score"])))
+    return files
+
+
+def base_seed(name: str) -> int:
+    """The seed a file is graded on when one seed is enough: fixed per file, varied across files."""
+    return zlib.crc32(name.encode())
+
+
+def seeds_for(name: str, count: int | None = None) -> list[int]:
+    """``count`` distinct seeds for a file, starting with its base seed.
+
+    The others are derived from the name too, so different files cover different seeds while
+    every run of the suite grades a file on the same ones (a failure reproduces).
+    """
+    if count is None:
+        count = int(os.environ.get("AUTOGRADE_CORPUS_SEEDS", DEFAULT_SEED_COUNT))
+    seeds = [base_seed(name)]
+    index = 1
+    while len(seeds) < count:
+        seed = zlib.crc32(f"{name}#{index}".encode())
+        index += 1
+        if seed not in seeds:
+            seeds.append(seed)
+    return seeds
+
+
+_graded: dict[tuple[Path, int], Verdict] = {}
+
+
+def grade(pipeline: GradingPipeline, file: CorpusFile, seed: int) -> Verdict:
+    """The grader's verdict on ``file`` for ``seed`` (a file's verdict must not depend on state)."""
+    key = (file.path, seed)
+    if key not in _graded:
+        document = pipeline.grade(load_assignment(file.slug),
+                                  {file.path.name: file.path.read_bytes()}, seed=seed)
+        _graded[key] = Verdict(seed, frozenset(d["code"] for d in document["diagnoses"]),
+                               float(document["score"]), document)
+    return _graded[key]
+
+
+def grade_on_seeds(pipeline: GradingPipeline, file: CorpusFile, seeds: list[int]) -> list[Verdict]:
+    """The verdicts for every seed, graded concurrently (each one is its own sandbox process)."""
+    workers = max(1, min(len(seeds), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda seed: grade(pipeline, file, seed), seeds))
+
+
+def describe(verdicts: list[Verdict]) -> str:
+    """One line per seed: the codes, the score and the failed checks with their tags."""
+    lines = []
+    for verdict in verdicts:
+        failed = " ".join(f"{t['number']}:{'/'.join(t['tags'])}"
+                          for t in verdict.document["tests"] if t["status"] == "failed")
+        lines.append(f"seed {verdict.seed}: {sorted(verdict.codes)} {verdict.score} [{failed}]")
+    return "\n".join(lines)
