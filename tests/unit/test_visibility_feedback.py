@@ -104,7 +104,7 @@ def test_the_wrong_output_fallback_names_only_checks_a_student_may_see(
          "status": "failed"},
         {"number": "2", "visibility": visibility.value, "score": 0.0, "max_score": 1.0,
          "status": "failed"}],
-        "diagnoses": [fallback.to_json()], "execution_time": 0.1}
+        "diagnoses": [fallback.to_json()], "execution_time": 0.1, "score": 0.0, "max_score": 2.0}
     before = student_view(document, **BEFORE_DUE)
     assert [d["tests"] for d in before["diagnoses"]] == [["1"]]
     assert "secret" not in json.dumps(before)
