@@ -31,7 +31,9 @@ class KnownMistake:
     forms: tuple[str, ...] = ()
     """Switches for other ways of writing the same mistake whose outputs differ (a finite fill
     such as -1e9 instead of -inf, which only matters once the softmax axis is wrong). The
-    variant reproduces a call when it does in any of its forms; forms are never codes."""
+    variant reproduces a call when it does in any of its forms; forms are never codes. A form
+    may differ from the plain variant only where that one raises or is NaN (it is tried only
+    there)."""
 
 
 @dataclass(frozen=True)

@@ -146,9 +146,14 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
         """The hypothesis, in the first of its members' forms that reproduces the call."""
         key = (hypothesis, call_id)
         if key not in reproduced:
-            reproduced[key] = next(
-                (form for form in _forms_of(hypothesis, forms)
-                 if _reproduces(data, outcome, form, call_id)), None)
+            found = hypothesis if _reproduces(data, outcome, hypothesis, call_id) else None
+            # Forms differ only where the variant is not finite (a fully blocked slice): only
+            # then is another form worth running.
+            if found is None and forms and _raised_or_nan(outcome(hypothesis, call_id)):
+                found = next((form for form in _forms_of(hypothesis, forms)
+                              if form != hypothesis
+                              and _reproduces(data, outcome, form, call_id)), None)
+            reproduced[key] = found
         return reproduced[key]
 
     def reproduces(hypothesis: Hypothesis, call_id: str) -> bool:
@@ -202,8 +207,9 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
 
         Where the student departs from the reference, a pair can only reproduce it if a member
         moves that call; where exactly one member moves it, that member alone must already
-        reproduce it, unless it raised or produced NaN there (the other member may change
-        that: a mask read backwards empties a row that a missing check then lets through).
+        reproduce it, unless it and the student raised or produced NaN there (the other member
+        may change that: a mask read backwards empties a row that a missing check then lets
+        through).
         """
         for call_id in call_ids:
             if _matches_reference(call_id):
@@ -215,8 +221,11 @@ def _explain_values(data: DiagnosisInput, usable: list[str]) -> _Explanation:
                 return False
             if len(movers) == 1:
                 single = frozenset(movers)
-                if not _raised_or_nan(outcome(single, call_id)) and not reproduces(
-                        single, call_id):
+                # The exception holds where the student's call too raised or has NaN: a
+                # finite answer is not the garbage such a pair leaves.
+                exempt = (_raised_or_nan(outcome(single, call_id))
+                          and _raised_or_nan(data.student[call_id]))
+                if not exempt and not reproduces(single, call_id):
                     return False
         return True
 
