@@ -3,9 +3,13 @@
 Layout of a sandbox container:
 
 * The container's own process is an idle ``sleep`` under Docker's init. The probe runner runs
-  beside it as an ``exec`` process (same namespaces, cgroup, user, capabilities and limits).
+  beside it as an ``exec`` process (same namespaces, cgroup, capabilities and limits).
   That keeps the container, and with it the output volume, alive after the runner exits, so the
   outputs can be read; a volume of type tmpfs is emptied as soon as its last container stops.
+* The init and its ``sleep`` run as a user of their own (``INIT_USER``), the runner as
+  ``SANDBOX_USER``: student code can neither kill them nor open their standard output through
+  ``/proc/1/fd/1``, which leads to the engine's log driver. Its log is capped as well, but a
+  flood written there would cost the daemon's CPU, outside the container's quota.
 * ``/job`` is a host directory bind-mounted read-only, holding exactly what
   ``sandbox.outputs.write_job`` lays out. A warm container gets it empty and waits for
   ``plan.json``, which is moved in last, after the inputs and the submission.
@@ -46,6 +50,8 @@ logger = logging.getLogger(__name__)
 
 SANDBOX_USER = "65534:65534"
 SANDBOX_UID = 65534
+INIT_USER = "65533:65533"
+"""The container's own processes: another user than the runner's, out of the student's reach."""
 JOB_MOUNT = "/job"
 OUT_MOUNT = "/out"
 READY_FILE = "ready"
@@ -91,7 +97,7 @@ class ContainerSpec:
 def hardening_options(limits: Limits, *, runtime: str | None) -> dict[str, Any]:
     """Deny-by-default container options for ``limits`` (SPEC §4)."""
     return {
-        "user": SANDBOX_USER,
+        "user": INIT_USER,
         "network_mode": "none",
         "read_only": True,
         "cap_drop": ["ALL"],
