@@ -79,6 +79,7 @@ _OUT_INODES = 4096
 _LOG_MAX_SIZE = "1m"
 _POLL_SECONDS = 0.02
 _OOM_EVENT_GRACE_SECONDS = 0.05
+_GVISOR_HOST_PIDS_PER_PROCESS = 8
 
 
 @dataclass(frozen=True)
@@ -94,8 +95,29 @@ class ContainerSpec:
     """An OCI runtime such as ``runsc`` (gVisor) where the host has it; Docker's default if None."""
 
 
+def is_gvisor(runtime: str | None) -> bool:
+    """Whether ``runtime`` names gVisor (``runsc``, or a variant registered as ``runsc-*``)."""
+    return runtime is not None and runtime.split("-")[0] == "runsc"
+
+
+def _process_limits(limits: Limits, runtime: str | None) -> tuple[int, list[Ulimit]]:
+    """The cgroup's pids limit and the ulimits that cap the run's processes.
+
+    Under runc every process of the run is a host process, so the cgroup's pids limit is the
+    run's process limit (RLIMIT_NPROC would count the sandbox user's processes of every
+    container on the host). Under gVisor the run's processes live in gVisor's kernel, which
+    enforces RLIMIT_NPROC for the sandbox alone, while the host cgroup counts gVisor's own
+    threads and stub processes (about six per process of the run): that one gets room for them.
+    """
+    if not is_gvisor(runtime):
+        return limits.max_processes, []
+    nproc = Ulimit(name="nproc", soft=limits.max_processes, hard=limits.max_processes)
+    return limits.max_processes * _GVISOR_HOST_PIDS_PER_PROCESS + 128, [nproc]
+
+
 def hardening_options(limits: Limits, *, runtime: str | None) -> dict[str, Any]:
     """Deny-by-default container options for ``limits`` (SPEC §4)."""
+    pids_limit, process_ulimits = _process_limits(limits, runtime)
     return {
         "user": INIT_USER,
         "network_mode": "none",
@@ -108,11 +130,12 @@ def hardening_options(limits: Limits, *, runtime: str | None) -> dict[str, Any]:
         # Equal to the memory limit: no swap, so a memory bomb is killed instead of thrashing.
         "memswap_limit": limits.memory_bytes,
         "nano_cpus": int(limits.cpus * 1e9),
-        "pids_limit": limits.max_processes,
+        "pids_limit": pids_limit,
         "ulimits": [
             Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
             Ulimit(name="fsize", soft=limits.file_size_bytes, hard=limits.file_size_bytes),
             Ulimit(name="core", soft=0, hard=0),
+            *process_ulimits,
         ],
         "tmpfs": {
             "/tmp": f"size={limits.tmpfs_bytes},uid={SANDBOX_UID},gid={SANDBOX_UID},"

@@ -208,20 +208,20 @@ def _owned_containers(client: Any, owner: str) -> list[Any]:
 @pytest.mark.docker
 @pytest.mark.parametrize("case", _cases("docker"))
 def test_hostile_submission_docker(case: HostileCase, attention: Assignment, docker_client: Any,
-                                   docker_backend: Any, markers: Path) -> None:
-    document = _grade(docker_backend, attention, case)
+                                   any_docker_backend: Any, markers: Path) -> None:
+    document = _grade(any_docker_backend, attention, case)
     _assert_verdict(document, case, attention)
     _assert_markers(())
     # The run's container is gone: only the warm pool (refilling) may remain.
     deadline = time.monotonic() + 15
-    while len(_owned_containers(docker_client, docker_backend.owner)) > DOCKER_POOL_SIZE:
+    while len(_owned_containers(docker_client, any_docker_backend.owner)) > DOCKER_POOL_SIZE:
         assert time.monotonic() < deadline, "a container of the run was left behind"
         time.sleep(0.2)
 
 
 @pytest.mark.docker
 def test_correct_submission_grades_normally_after_hostile_docker(
-        attention: Assignment, docker_backend: Any) -> None:
-    document = GradingPipeline(backend=docker_backend).grade(
+        attention: Assignment, any_docker_backend: Any) -> None:
+    document = GradingPipeline(backend=any_docker_backend).grade(
         attention, {"attention.py": CORRECT.read_bytes()}, seed=SEED)
     assert (document["score"], document["diagnoses"]) == (10.0, [])
