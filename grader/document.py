@@ -23,6 +23,9 @@ class RunFacts:
     stderr: str = ""
     output_truncated: bool = False
     phases: dict[str, float] = field(default_factory=dict)
+    integrity: tuple[dict[str, str], ...] = ()
+    """Integrity flags with their evidence (``{"flag", "evidence"}``): for instructors only
+    (the student's view of the document leaves them out), never scored."""
 
 
 def build_document(
@@ -65,6 +68,7 @@ def build_document(
             "stdout": facts.stdout,
             "stderr": facts.stderr,
             "output_truncated": facts.output_truncated,
+            "integrity": list(facts.integrity),
         },
     }
 

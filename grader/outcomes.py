@@ -9,6 +9,7 @@ own process, are turned into the same outcomes so that all three are compared al
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +33,7 @@ MAX_EVENTS = 10_000
 MAX_STAGES = 64
 MAX_RETURNED_ITEMS = 16
 MAX_FRAMES = 12
+MAX_INTEGRITY_FLAGS = 32
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,20 @@ class CallOutcome:
 
 
 @dataclass(frozen=True)
+class IntegrityFlag:
+    """Something only tampering does, seen in a run: for the instructor, never scored."""
+
+    flag: str
+    """``trap-patched``, ``runner-patched``, ``signals-changed``, ``timer-changed``,
+    ``profile-hook``, ``introspection``, ``output-folder-written``, ``output-rewritten``,
+    ``forged-report``, ``duplicate-report``, ``process-survived``."""
+    evidence: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"flag": self.flag, "evidence": self.evidence}
+
+
+@dataclass(frozen=True)
 class SubmissionRun:
     """A run of the submission in the sandbox, validated."""
 
@@ -146,17 +162,43 @@ class SubmissionRun:
     timings: Mapping[str, float] = field(default_factory=dict)
     """What the runner said of its own phases (``imports``, ``warm_up``, ``submission_import``,
     ``probes``): for benchmarks and logs only, never for a verdict."""
+    integrity: tuple[IntegrityFlag, ...] = ()
+    """What only tampering does, with its evidence: shown to instructors, never scored."""
 
 
 class _Invalid(Exception):
     pass
 
 
+class _Rewritten(_Invalid):
+    """A tensor file that differs from the one the supervisor pinned when the call reported."""
+
+
+class _Flags:
+    def __init__(self) -> None:
+        self.flags: list[IntegrityFlag] = []
+
+    def add(self, flag: str, evidence: str) -> None:
+        entry = IntegrityFlag(flag[:40], evidence[:300])
+        if entry not in self.flags and len(self.flags) < MAX_INTEGRITY_FLAGS:
+            self.flags.append(entry)
+
+    def extend(self, reported: Any) -> None:
+        """Flags the runner reported, each a ``{"flag", "evidence"}`` object."""
+        if not isinstance(reported, list):
+            return
+        for item in reported[:MAX_INTEGRITY_FLAGS]:
+            if isinstance(item, dict) and name(item.get("flag"), 40):
+                self.add(item["flag"], text(item.get("evidence"), 300))
+
+
 def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
     """Validate a sandbox run against the plan it executed."""
     problems: list[str] = []
     records: dict[str, dict[str, Any]] = {}
-    duplicated: set[str] = set()
+    flags = _Flags()
+    if run.forged_events_file:
+        flags.add("output-folder-written", "an events file was written into the output folder")
     import_event: dict[str, Any] | None = None
     watchdog: dict[str, Any] | None = None
     timings: dict[str, float] = {}
@@ -184,11 +226,14 @@ def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
                 timings["submission_import"] = value
         elif kind == "call" and call_id in known:
             if call_id in records:
-                # Two reports for one call: one of them was forged by student code.
-                duplicated.add(call_id)
-            records[call_id] = event
+                # The supervisor forwards one report per call: the first copy is the one kept.
+                flags.add("duplicate-report", f"call {call_id} was reported twice")
+            else:
+                records[call_id] = event
         elif kind == "watchdog" and watchdog is None:
             watchdog = event
+        elif kind == "integrity":
+            flags.extend(event.get("flags"))
 
     # The runner's watchdog ended the process inside a call (or the import) whose code
     # swallowed or blocked the soft time limit: that call timed out, it did not crash. A forged
@@ -196,9 +241,6 @@ def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
     overran = name(watchdog.get("call"), 200) if watchdog is not None else None
     calls: dict[str, CallOutcome] = {}
     for call in plan.calls:
-        if call.id in duplicated:
-            calls[call.id] = CallOutcome(call.id, "invalid", detail="the call was reported twice")
-            continue
         record = records.get(call.id)
         if record is None:
             calls[call.id] = CallOutcome(call.id, "timeout" if call.id == overran else "lost")
@@ -206,6 +248,9 @@ def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
         try:
             tensors = _load_tensors(record, run.tensor_files)
             calls[call.id] = outcome_from_record(record, tensors)
+        except _Rewritten as exc:
+            flags.add("output-rewritten", f"call {call.id}: {exc}")
+            calls[call.id] = CallOutcome(call.id, "invalid", detail=str(exc))
         except _Invalid as exc:
             problems.append(f"{call.id}: {exc}")
             calls[call.id] = CallOutcome(call.id, "invalid", detail=str(exc))
@@ -233,6 +278,7 @@ def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
         protocol_problems=tuple(problems),
         timings=timings,
         watchdog_fired=watchdog is not None,
+        integrity=tuple(flags.flags),
     )
 
 
@@ -372,6 +418,11 @@ def _load_tensors(record: Mapping[str, Any], files: Mapping[str, bytes]) -> dict
         return {}
     if not isinstance(file_name, str) or file_name not in files:
         raise _Invalid("tensor file missing")
+    pinned = name(record.get("sha256"), 64)
+    if pinned is None:
+        raise _Invalid("tensor file not pinned by the runner")
+    if hashlib.sha256(files[file_name]).hexdigest() != pinned:
+        raise _Rewritten(f"{file_name} changed after the call reported it")
     try:
         untrusted.check_safetensors(files[file_name], max_tensors=MAX_TENSORS_PER_CALL,
                                     max_elements=MAX_ELEMENTS_PER_TENSOR)

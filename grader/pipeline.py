@@ -77,7 +77,8 @@ class GradingPipeline:
         facts = RunFacts(seed=seed, backend=self.backend.name,
                          termination=result.termination.value,
                          sandbox_seconds=result.wall_seconds, stdout=run.stdout,
-                         stderr=run.stderr, output_truncated=run.output_truncated, phases=phases)
+                         stderr=run.stderr, output_truncated=run.output_truncated, phases=phases,
+                         integrity=tuple(flag.to_json() for flag in run.integrity))
         early = _import_failure(run)
         if early is not None:
             phases["compare"] = time.perf_counter() - mark

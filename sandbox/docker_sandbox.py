@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ from docker.types import LogConfig, Mount, Ulimit
 from sandbox import probe_runner
 from sandbox.base import Job, Limits, RunResult, Termination
 from sandbox.docker_image import RUNNER_IN_IMAGE
-from sandbox.outputs import EVENTS_LIMIT_BYTES, write_job
+from sandbox.outputs import EVENTS_LIMIT_BYTES, CappedStream, ChannelDecoder, write_job
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +80,7 @@ _LOG_MAX_SIZE = "1m"
 _POLL_SECONDS = 0.02
 _OOM_EVENT_GRACE_SECONDS = 0.05
 _GVISOR_HOST_PIDS_PER_PROCESS = 8
+_STREAM_DRAIN_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ def runner_command() -> list[str]:
     """The probe runner's command line inside the container: it imports and warms up torch,
     then waits for the job's plan, so a job's deadline never pays for our start-up."""
     return ["python3", "-I", RUNNER_IN_IMAGE, JOB_MOUNT, OUT_MOUNT,
-            "--wait-for", f"{JOB_MOUNT}/{probe_runner.PLAN_FILE}"]
+            "--wait-for", f"{JOB_MOUNT}/{probe_runner.PLAN_FILE}", "--sole-user"]
 
 
 class SandboxContainer:
@@ -208,6 +209,7 @@ class SandboxContainer:
         self._volume: Volume | None = None
         self._output: _CappedOutput | None = None
         self._exec_id = ""
+        self._paused = False
         self._destroyed = False
         try:
             self._create(spec, label)
@@ -304,19 +306,24 @@ class SandboxContainer:
             # Freeze whatever still runs so the outputs are read as they were at the limit.
             with contextlib.suppress(docker.errors.APIError):
                 self.container.pause()
-        events, tensors, over_limit = self._read_outputs()
-        if over_limit and termination is Termination.EXITED:
+                self._paused = True
+        forged, tensors, over_limit = self._read_outputs()
+        # The stream's last bytes may still be in flight when a killed runner is reaped.
+        self.output.closed.wait(_STREAM_DRAIN_SECONDS)
+        if (over_limit or self.output.channel.over_limit) \
+                and termination is Termination.EXITED:
             termination = Termination.OUTPUT_LIMIT
         return RunResult(
             termination=termination,
             exit_code=exit_code,
             wall_seconds=wall,
-            events=events,
+            events=bytes(self.output.channel.events),
             tensor_files=tensors,
             stdout=self.output.stdout.text(),
             stderr=self.output.stderr.text(),
             output_truncated=self.output.stdout.truncated or self.output.stderr.truncated,
             detail=f"container {self.container.short_id} ({'warm' if self.warm else 'cold'})",
+            forged_events_file=bool(forged),
         )
 
     def _hand_over(self, job: Job) -> None:
@@ -358,6 +365,8 @@ class SandboxContainer:
             return
         self._destroyed = True
         if self._container is not None:
+            if self._paused:  # gVisor cannot kill a paused sandbox: thaw it first
+                _quietly(self._container.unpause)
             _quietly(self._container.remove, force=True)
         if self._output is not None:
             self._output.close()
@@ -377,36 +386,16 @@ def _quietly(remove: Any, **kwargs: Any) -> None:
         logger.exception("sandbox cleanup step failed")
 
 
-@dataclass
-class _CappedStream:
-    """One output stream: the first bytes kept for the report, the rest only counted."""
-
-    keep: int
-    kept: bytearray = field(default_factory=bytearray)
-    total: int = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.keep - len(self.kept)
-        if room > 0:
-            self.kept += chunk[:room]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > self.keep
-
-    def text(self) -> str:
-        return self.kept.decode("utf-8", errors="replace")
-
-
 class _CappedOutput:
-    """Drains the runner's demultiplexed stdout and stderr in a thread, watching for a flood."""
+    """Drains the runner's demultiplexed stream in a thread: its events and the student's
+    printed output (``ChannelDecoder``) on stdout, the student's stderr; watches for a flood."""
 
     def __init__(self, stream: Iterable[tuple[bytes | None, bytes | None]], limits: Limits) -> None:
         self._stream = stream
         self._flood = limits.flood_output_bytes
-        self.stdout = _CappedStream(limits.kept_output_bytes)
-        self.stderr = _CappedStream(limits.kept_output_bytes)
+        self.stdout = CappedStream(limits.kept_output_bytes)
+        self.stderr = CappedStream(limits.kept_output_bytes)
+        self.channel = ChannelDecoder(self.stdout)
         self.closed = threading.Event()
         threading.Thread(target=self._drain, daemon=True, name="sandbox-output").start()
 
@@ -414,7 +403,7 @@ class _CappedOutput:
         try:
             for out, err in self._stream:
                 if out:
-                    self.stdout.add(out)
+                    self.channel.feed(out)
                 if err:
                     self.stderr.add(err)
         except Exception:  # the connection ends when the container goes

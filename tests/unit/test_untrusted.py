@@ -7,6 +7,7 @@ parsed), never through timings.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 import tracemalloc
@@ -220,9 +221,10 @@ def test_arbitrary_safetensors_headers_give_a_tensor_map_or_an_invalid_call(
     encoded = _dumps(header)
     size = len(encoded) if declared is None else declared
     data = struct.pack("<Q", size) + encoded + payload
-    run = parse_run(_result(_lines(_ok_call("plain", tensors=TENSOR_FILE)),
-                            {TENSOR_FILE: data}), plan)
+    pinned = _ok_call("plain", tensors=TENSOR_FILE, sha256=hashlib.sha256(data).hexdigest())
+    run = parse_run(_result(_lines(pinned), {TENSOR_FILE: data}), plan)
     assert run.calls["plain"].status in {"ok", "invalid"}
+    assert not run.integrity
 
 
 @settings(deadline=None, max_examples=12, suppress_health_check=[HealthCheck.too_slow])
