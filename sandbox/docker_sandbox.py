@@ -395,7 +395,7 @@ class _CappedOutput:
         self._flood = limits.flood_output_bytes
         self.stdout = CappedStream(limits.kept_output_bytes)
         self.stderr = CappedStream(limits.kept_output_bytes)
-        self.channel = ChannelDecoder(self.stdout)
+        self.channel = ChannelDecoder(self.stdout, self.stderr)
         self.closed = threading.Event()
         threading.Thread(target=self._drain, daemon=True, name="sandbox-output").start()
 

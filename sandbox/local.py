@@ -74,7 +74,7 @@ class LocalBackend:
         )
         stdout = CappedStream(limits.kept_output_bytes)
         stderr = CappedStream(limits.kept_output_bytes)
-        channel = ChannelDecoder(stdout)
+        channel = ChannelDecoder(stdout, stderr)
         drains = [_Drain(process.stdout, channel.feed), _Drain(process.stderr, stderr.add)]
         termination = Termination.EXITED
         # The deadline starts at the runner's first event, after its own imports and warm-up

@@ -42,13 +42,15 @@ class ChannelDecoder:
     """Splits the runner's stream into its event lines and the student's printed output.
 
     The stream is the supervisor's standard output, which student code cannot write to (see
-    ``sandbox.probe_runner``); the student's prints travel in it as ``stdout`` frames. Events
+    ``sandbox.probe_runner``); the student's prints travel in it as ``stdout`` and ``stderr``
+    frames (the runner's own standard error, a crash of ours, goes to the other stream). Events
     are kept up to ``EVENTS_LIMIT_BYTES``, a line longer than ``CHANNEL_LINE_LIMIT_BYTES`` is
     dropped whole; neither is parsed here beyond telling frames from events.
     """
 
-    def __init__(self, stdout: CappedStream) -> None:
-        self.stdout = stdout
+    def __init__(self, stdout: CappedStream, stderr: CappedStream) -> None:
+        self._frames = {probe_runner.STDOUT_FRAME_PREFIX: stdout,
+                        probe_runner.STDERR_FRAME_PREFIX: stderr}
         self.events = bytearray()
         self.over_limit = False
         self.started = threading.Event()
@@ -71,13 +73,13 @@ class ChannelDecoder:
             self.over_limit = True
 
     def _line(self, line: bytes) -> None:
-        prefix = probe_runner.STDOUT_FRAME_PREFIX
-        if line.startswith(prefix) and line.endswith(b'"}'):
-            try:
-                self.stdout.add(binascii.a2b_base64(line[len(prefix):-2], strict_mode=True))
-            except binascii.Error:
-                self.over_limit = True
-            return
+        for prefix, stream in self._frames.items():
+            if line.startswith(prefix) and line.endswith(b'"}'):
+                try:
+                    stream.add(binascii.a2b_base64(line[len(prefix):-2], strict_mode=True))
+                except binascii.Error:
+                    self.over_limit = True
+                return
         if len(self.events) + len(line) + 1 > EVENTS_LIMIT_BYTES:
             self.over_limit = True
             return

@@ -20,8 +20,8 @@ Usage (inside the sandbox, with ``python -I``)::
     probe_runner.py JOB_DIR OUT_DIR [--wait-for FILE] [--sole-user]
 
 JOB_DIR holds ``plan.json``, ``inputs.safetensors`` and ``submission/``. The events go to
-standard output as JSON lines (the student's printed output among them as ``stdout`` frames;
-its standard error is the runner's), the tensors to ``OUT_DIR/tensors/NNNN.safetensors``.
+standard output as JSON lines (the student's printed output among them as ``stdout`` and
+``stderr`` frames), the tensors to ``OUT_DIR/tensors/NNNN.safetensors``.
 With ``--wait-for`` the runner imports torch, warms it up, writes ``OUT_DIR/ready`` and then
 waits until FILE exists before it reads the job (the warm-pool mode of the Docker backend).
 ``--sole-user`` says that every other process of this user belongs to the run (a container
@@ -480,7 +480,10 @@ def describe_exception(exc: BaseException, student_files: tuple[str, ...]) -> di
 # --------------------------------------------------------------------------------------------
 
 STDOUT_FRAME_PREFIX = b'{"event": "stdout", "data": "'
-"""Printed output of the student's code travels on the supervisor's stream in such lines."""
+STDERR_FRAME_PREFIX = b'{"event": "stderr", "data": "'
+"""Printed output of the student's code travels on the supervisor's stream in such lines: no
+process of the student's holds a descriptor of the sandbox's own output streams, so none can
+keep them open past the run or write into them unframed."""
 REPORT_LINE_LIMIT = 1 << 20
 TENSOR_FILE_LIMIT = 256 << 20
 MAX_INTEGRITY_FLAGS = 32
@@ -493,20 +496,20 @@ class _Channel:
     """The supervisor's stream to the host: whole JSON lines on one file descriptor."""
 
     def __init__(self, fd: int) -> None:
-        self._fd = fd
+        self.fd = fd
         self._lock = threading.Lock()
 
     def send(self, event: Mapping[str, Any]) -> None:
         self._write(json.dumps(event, allow_nan=False).encode() + b"\n")
 
-    def send_stdout(self, data: bytes) -> None:
-        self._write(STDOUT_FRAME_PREFIX + base64.b64encode(data) + b'"}\n')
+    def send_output(self, prefix: bytes, data: bytes) -> None:
+        self._write(prefix + base64.b64encode(data) + b'"}\n')
 
     def _write(self, line: bytes) -> None:
         with self._lock:
             view = memoryview(line)
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(self.fd, view):]
 
 
 class _Reports:
@@ -562,16 +565,20 @@ class _Flags:
 class _Child:
     """The forked process that runs the student's code; it reports on ``reports``."""
 
-    def __init__(self, run: Callable[[int], None]) -> None:
+    def __init__(self, run: Callable[[int], None], *, channel_fd: int) -> None:
         report_read, report_write = os.pipe()
         stdout_read, stdout_write = os.pipe()
+        stderr_read, stderr_write = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: never returns
             try:
-                os.close(report_read)
-                os.close(stdout_read)
-                os.dup2(stdout_write, 1)  # the channel is gone from this process
+                # A fork copies every descriptor: the channel's must not stay in this process.
+                for fd in (channel_fd, report_read, stdout_read, stderr_read):
+                    os.close(fd)
+                os.dup2(stdout_write, 1)
+                os.dup2(stderr_write, 2)
                 os.close(stdout_write)
+                os.close(stderr_write)
                 os.setpgid(0, 0)
                 _prctl(_PR_SET_DUMPABLE, 1)
                 for number in _SUPERVISOR_IGNORES:
@@ -583,9 +590,10 @@ class _Child:
                 os._exit(70)
         os.close(report_write)
         os.close(stdout_write)
+        os.close(stderr_write)
         self.pid = pid
         self.reports = _Reports(report_read)
-        self.stdout_fd = stdout_read
+        self.outputs = {STDOUT_FRAME_PREFIX: stdout_read, STDERR_FRAME_PREFIX: stderr_read}
         self.status: int | None = None
 
     def wait(self, seconds: float) -> int | None:
@@ -614,10 +622,10 @@ def _prctl(option: int, value: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
-def _relay_stdout(fd: int, channel: _Channel) -> None:
+def _relay(fd: int, prefix: bytes, channel: _Channel) -> None:
     with contextlib.suppress(OSError):
         while chunk := os.read(fd, 65536):
-            channel.send_stdout(chunk)
+            channel.send_output(prefix, chunk)
 
 
 def _stage_count(call: Mapping[str, Any]) -> int:
@@ -643,9 +651,10 @@ class _Supervisor:
     def run(self, child: _Child) -> int:
         """Supervise the child to its end; the exit status the runner should end with."""
         started = time.perf_counter()
-        relay = threading.Thread(target=_relay_stdout, args=(child.stdout_fd, self.channel),
-                                 daemon=True)
-        relay.start()
+        relays = [threading.Thread(target=_relay, args=(fd, prefix, self.channel), daemon=True)
+                  for prefix, fd in child.outputs.items()]
+        for relay in relays:
+            relay.start()
         overran, call_id = self._follow(child)
         if overran:
             self.channel.send({"event": "watchdog", "call": call_id})
@@ -659,7 +668,8 @@ class _Supervisor:
             status = child.status
         self._end_survivors(child.pid)
         self._check_outputs()
-        relay.join(timeout=0.5)
+        for relay in relays:
+            relay.join(timeout=0.5)
         if self.flags.flags:
             self.channel.send({"event": "integrity", "flags": self.flags.flags})
         self.channel.send({"event": "done", "probes_seconds": time.perf_counter() - started})
@@ -1103,7 +1113,7 @@ def main(argv: list[str]) -> None:
     channel.send({"event": "start", "calls": len(plan["calls"]),
                   "imports_seconds": _IMPORTED_AT - _STARTED_AT,
                   "warm_up_seconds": warm_up_seconds})
-    child = _Child(lambda report_fd: _child_main(report_fd, job))
+    child = _Child(lambda report_fd: _child_main(report_fd, job), channel_fd=channel.fd)
     supervisor = _Supervisor(channel, plan, out_dir, sole_user="--sole-user" in argv)
     os._exit(supervisor.run(child))
 

@@ -109,6 +109,8 @@ raise RuntimeError(json.dumps({
     "no_new_privs": status["NoNewPrivs"].strip(),
     "writable": [p for p in ("/evil", "/job/evil", "/usr/evil", "/tmp/ok") if writable(p)],
     "log_writable": [p for p in ("/proc/1/fd/1", "/proc/1/fd/2") if writable(p)],
+    "supervisor_reachable": [p for p in (f"/proc/{os.getppid()}/fd/1",
+                                         f"/proc/{os.getppid()}/mem") if writable(p)],
     "signals_init": signals_init(),
     "interfaces": sorted(name for _, name in socket.if_nameindex()),
     "redis": connects("127.0.0.1", 6379),
@@ -127,6 +129,7 @@ def test_student_code_sees_a_locked_down_machine(docker_backend: DockerBackend) 
     assert facts["no_new_privs"] == "1"
     assert facts["writable"] == ["/tmp/ok"]
     assert facts["log_writable"] == []
+    assert facts["supervisor_reachable"] == []
     assert facts["signals_init"] is False
     assert facts["interfaces"] == ["lo"]
     assert facts["redis"] is False

@@ -1,4 +1,4 @@
-"""Unscaled attention that prints forged 'all passed' event lines on stdout and stderr and writes them into every other process's standard output it can open."""
+"""Unscaled attention that prints forged 'all passed' event lines on stdout and stderr and writes them into its parent's (the runner's) and pid 1's standard output if it can open them."""
 import json
 import os
 import sys
@@ -21,9 +21,9 @@ def _everywhere(text):
     data = text.encode()
     print(text, end="", flush=True)
     print(text, end="", file=sys.stderr, flush=True)
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
+    # Only the runner and the init: on the local backend, run as a shared user, the attack
+    # must not reach the rest of the machine.
+    for pid in {os.getppid(), 1}:
         for fd in ("1", "2"):
             try:
                 target = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK)
