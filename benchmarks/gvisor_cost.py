@@ -9,6 +9,9 @@ runtimes taking turns in every round so that both see the same load:
 * warm-pool run: one attention job end to end through the backend, from a warm container
   (what a submission waits for when the pool is ready).
 
+Each round runs every measurement under both runtimes, the runtime that goes first swapping
+from round to round.
+
 The machines this runs on are shared and noisy: absolute figures move from run to run, the
 ratios of one run are what to read. Usage (``scripts/ensure-docker.sh`` registers ``runsc``;
 ``make sandbox-image``)::
@@ -81,9 +84,12 @@ def main(argv: list[str]) -> int:
     }
     samples: dict[tuple[str, str], list[float]] = {}
     try:
-        for _ in range(rounds):
+        for round_number in range(rounds):
+            # Each runtime goes first in every other round, so neither always meets a warmer
+            # page cache or a quieter machine.
+            order = RUNTIMES if round_number % 2 == 0 else RUNTIMES[::-1]
             for name, measure in measures.items():
-                for runtime in RUNTIMES:
+                for runtime in order:
                     samples.setdefault((name, runtime), []).append(measure(runtime))
     finally:
         for backend in backends.values():
