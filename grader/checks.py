@@ -211,13 +211,19 @@ def _weights_sum_to_one(call: ProbeCall, student: CallOutcome, reference: CallOu
     if weights is None or weights.dtype == torch.bool:
         return "no weights tensor was returned."
     sums = weights.double().sum(dim=-1)
-    atol, _ = tolerance(weights.dtype, weights.dtype)
+    atol, _ = tolerance(_expected_dtype(reference, weights.dtype))
     if torch.isnan(sums).any():
         return "some weights are NaN."
     if bool(((sums - 1).abs() <= max(atol, 1e-4)).all()):
         return None
     return (f"the weights of each query sum to between {float(sums.min()):.3g} and "
             f"{float(sums.max()):.3g} over the keys, not 1.")
+
+
+def _expected_dtype(reference: CallOutcome, fallback: torch.dtype) -> torch.dtype:
+    """The dtype the question asked for (the reference's weights): tolerances follow it."""
+    expected = _weights(reference.forwards[0]) if reference.forwards else None
+    return expected.dtype if expected is not None else fallback
 
 
 def _blocked_keys_zero(call: ProbeCall, student: CallOutcome, reference: CallOutcome,

@@ -9,9 +9,9 @@ import torch
 
 from grader.outcomes import CallOutcome, Forward
 
-# (absolute, relative) tolerance by the coarser of the two dtypes compared. Students compute
-# the same function in many orders (einsum, loops, manual softmax); these absorb rounding but
-# not any known mistake, which moves outputs by orders of magnitude more on the probe inputs.
+# (absolute, relative) tolerance by the dtype the question asked for. Students compute the
+# same function in many orders (einsum, loops, manual softmax); these absorb rounding but not
+# any known mistake, which moves outputs by orders of magnitude more on the probe inputs.
 _TOLERANCES = {
     torch.float64: (1e-7, 1e-6),
     torch.float32: (2e-4, 2e-4),
@@ -24,12 +24,13 @@ _COARSE = (5e-2, 5e-2)
 EVIDENCE_MARGIN = 20.0
 
 
-def tolerance(a: torch.dtype, b: torch.dtype) -> tuple[float, float]:
-    if torch.float64 == a == b:
-        return _TOLERANCES[torch.float64]
-    if {a, b} <= {torch.float32, torch.float64}:
-        return _TOLERANCES[torch.float32]
-    return _COARSE
+def tolerance(expected: torch.dtype) -> tuple[float, float]:
+    """The tolerance of an answer to a question in ``expected``'s dtype.
+
+    Never the dtype the student returned: a float16 answer to a float32 question is held to
+    float32's tolerance (and is ``dtype-changed``), so half precision cannot buy looseness.
+    """
+    return _TOLERANCES.get(expected, _COARSE)
 
 
 def max_difference(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -51,8 +52,8 @@ def tensors_close(actual: torch.Tensor | None, expected: torch.Tensor | None,
 
     With ``nan_is_wildcard``, positions where ``expected`` is NaN match anything: a variant
     that produces NaN there stands for every student who put garbage in that row.
-    ``precision`` overrides the dtype whose tolerance applies (values computed in float32 and
-    handed back as float64 carry float32's rounding).
+    The tolerance is ``expected``'s dtype's; ``precision`` overrides that dtype (values
+    computed in float32 and handed back as float64 carry float32's rounding).
     """
     if actual is None or expected is None:
         return actual is None and expected is None
@@ -60,7 +61,7 @@ def tensors_close(actual: torch.Tensor | None, expected: torch.Tensor | None,
         return False
     if actual.dtype == torch.bool or expected.dtype == torch.bool:
         return actual.dtype == expected.dtype and bool(torch.equal(actual, expected))
-    atol, rtol = tolerance(precision or actual.dtype, precision or expected.dtype)
+    atol, rtol = tolerance(precision or expected.dtype)
     atol, rtol = atol * margin, rtol * margin
     a, e = actual.double(), expected.double()
     if nan_is_wildcard:

@@ -25,6 +25,9 @@ class RunFacts:
     phases: dict[str, float] = field(default_factory=dict)
     forbidden: dict[str, Any] = field(default_factory=dict)
     """Forbidden APIs: the calls that reached one, and the references in the text."""
+    integrity: tuple[dict[str, str], ...] = ()
+    """Integrity flags with their evidence (``{"flag", "evidence"}``): for instructors only
+    (the student's view of the document leaves them out), never scored."""
 
 
 def build_document(
@@ -68,6 +71,7 @@ def build_document(
             "stderr": facts.stderr,
             "output_truncated": facts.output_truncated,
             **({"forbidden": facts.forbidden} if facts.forbidden else {}),
+            "integrity": list(facts.integrity),
         },
     }
 

@@ -9,8 +9,7 @@ own process, are turned into the same outcomes so that all three are compared al
 
 from __future__ import annotations
 
-import contextlib
-import json
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,8 @@ from safetensors.torch import load as load_safetensors
 
 from assignments import ProbePlan
 from assignments.model import Namespace
+from grader import untrusted
+from grader.untrusted import Refused, integer, name, seconds, strings, text
 from sandbox import RunResult, Termination
 from sandbox.probe_runner import execute_call
 
@@ -29,6 +30,10 @@ ALLOWED_DTYPES = frozenset({torch.float32, torch.float64, torch.float16, torch.b
 MAX_ELEMENTS_PER_TENSOR = 1 << 20
 MAX_TENSORS_PER_CALL = 256
 MAX_EVENTS = 10_000
+MAX_STAGES = 64
+MAX_RETURNED_ITEMS = 16
+MAX_FRAMES = 12
+MAX_INTEGRITY_FLAGS = 32
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,20 @@ class CallOutcome:
 
 
 @dataclass(frozen=True)
+class IntegrityFlag:
+    """Something only tampering does, seen in a run: for the instructor, never scored."""
+
+    flag: str
+    """``trap-patched``, ``runner-patched``, ``signals-changed``, ``timer-changed``,
+    ``profile-hook``, ``introspection``, ``output-folder-written``, ``output-rewritten``,
+    ``forged-report``, ``duplicate-report``, ``process-survived``."""
+    evidence: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"flag": self.flag, "evidence": self.evidence}
+
+
+@dataclass(frozen=True)
 class SubmissionRun:
     """A run of the submission in the sandbox, validated."""
 
@@ -143,56 +162,85 @@ class SubmissionRun:
     timings: Mapping[str, float] = field(default_factory=dict)
     """What the runner said of its own phases (``imports``, ``warm_up``, ``submission_import``,
     ``probes``): for benchmarks and logs only, never for a verdict."""
+    integrity: tuple[IntegrityFlag, ...] = ()
+    """What only tampering does, with its evidence: shown to instructors, never scored."""
 
 
 class _Invalid(Exception):
     pass
 
 
+class _Rewritten(_Invalid):
+    """A tensor file that differs from the one the supervisor pinned when the call reported."""
+
+
+class _Flags:
+    def __init__(self) -> None:
+        self.flags: list[IntegrityFlag] = []
+
+    def add(self, flag: str, evidence: str) -> None:
+        entry = IntegrityFlag(flag[:40], evidence[:300])
+        if entry not in self.flags and len(self.flags) < MAX_INTEGRITY_FLAGS:
+            self.flags.append(entry)
+
+    def extend(self, reported: Any) -> None:
+        """Flags the runner reported, each a ``{"flag", "evidence"}`` object."""
+        if not isinstance(reported, list):
+            return
+        for item in reported[:MAX_INTEGRITY_FLAGS]:
+            if isinstance(item, dict) and name(item.get("flag"), 40):
+                self.add(item["flag"], text(item.get("evidence"), 300))
+
+
 def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
     """Validate a sandbox run against the plan it executed."""
     problems: list[str] = []
     records: dict[str, dict[str, Any]] = {}
-    duplicated: set[str] = set()
+    flags = _Flags()
+    if run.forged_events_file:
+        flags.add("output-folder-written", "an events file was written into the output folder")
     import_event: dict[str, Any] | None = None
     watchdog: dict[str, Any] | None = None
     timings: dict[str, float] = {}
     known = {call.id for call in plan.calls}
     for number, line in enumerate(run.events.splitlines()[:MAX_EVENTS]):
         try:
-            event = json.loads(line)
-        except (ValueError, UnicodeDecodeError):
-            problems.append(f"event {number}: not JSON")
+            event = untrusted.loads(line)
+        except Refused as exc:
+            problems.append(f"event {number}: {exc}")
             continue
         if not isinstance(event, dict):
+            problems.append(f"event {number}: not an object")
             continue
         kind = event.get("event")
-        for name, key in (("imports", "imports_seconds"), ("warm_up", "warm_up_seconds"),
-                          ("probes", "probes_seconds")):
-            if _is_number(event.get(key)):
-                timings.setdefault(name, float(event[key]))
+        for phase, key in (("imports", "imports_seconds"), ("warm_up", "warm_up_seconds"),
+                           ("probes", "probes_seconds")):
+            value = seconds(event.get(key))
+            if value is not None:
+                timings.setdefault(phase, value)
+        call_id = name(event.get("id"), 200)
         if kind == "import" and import_event is None:
             import_event = event
-            if _is_number(event.get("seconds")):
-                timings["submission_import"] = float(event["seconds"])
-        elif kind == "call" and event.get("id") in known:
-            call_id = str(event["id"])
+            value = seconds(event.get("seconds"))
+            if value is not None:
+                timings["submission_import"] = value
+        elif kind == "call" and call_id in known:
             if call_id in records:
-                # Two reports for one call: one of them was forged by student code.
-                duplicated.add(call_id)
-            records[call_id] = event
+                # The supervisor forwards one report per call: the first copy is the one kept.
+                flags.add("duplicate-report", f"call {call_id} was reported twice")
+            else:
+                records[call_id] = event
         elif kind == "watchdog" and watchdog is None:
             watchdog = event
+        elif kind == "integrity":
+            flags.extend(event.get("flags"))
 
     # The runner's watchdog ended the process inside a call (or the import) whose code
     # swallowed or blocked the soft time limit: that call timed out, it did not crash. A forged
     # watchdog event can only relabel a call that never reported back, which scores 0 anyway.
-    overran = watchdog.get("call") if watchdog is not None else None
+    overran = name(watchdog.get("call"), 200) if watchdog is not None else None
     calls: dict[str, CallOutcome] = {}
     for call in plan.calls:
-        if call.id in duplicated:
-            calls[call.id] = CallOutcome(call.id, "invalid", detail="the call was reported twice")
-            continue
         record = records.get(call.id)
         if record is None:
             calls[call.id] = CallOutcome(call.id, "timeout" if call.id == overran else "lost")
@@ -200,6 +248,9 @@ def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
         try:
             tensors = _load_tensors(record, run.tensor_files)
             calls[call.id] = outcome_from_record(record, tensors)
+        except _Rewritten as exc:
+            flags.add("output-rewritten", f"call {call.id}: {exc}")
+            calls[call.id] = CallOutcome(call.id, "invalid", detail=str(exc))
         except _Invalid as exc:
             problems.append(f"{call.id}: {exc}")
             calls[call.id] = CallOutcome(call.id, "invalid", detail=str(exc))
@@ -208,11 +259,11 @@ def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
     forbidden: tuple[str, ...] = ()
     import_timed_out = import_event is None and watchdog is not None and overran is None
     if import_event is not None:
-        status = import_event.get("status")
+        status = name(import_event.get("status"), 20)
         import_timed_out = status == "timeout"
         if status == "raised":
             import_error = _raised(import_event.get("exception"))
-        forbidden = _strings(import_event.get("forbidden"))
+        forbidden = _forbidden(import_event.get("forbidden"))
     return SubmissionRun(
         termination=run.termination,
         exit_code=run.exit_code,
@@ -227,6 +278,7 @@ def parse_run(run: RunResult, plan: ProbePlan) -> SubmissionRun:
         protocol_problems=tuple(problems),
         timings=timings,
         watchdog_fired=watchdog is not None,
+        integrity=tuple(flags.flags),
     )
 
 
@@ -267,34 +319,36 @@ def _forward_only(spec: dict[str, Any]) -> dict[str, Any]:
 def outcome_from_record(record: Mapping[str, Any],
                         tensors: Mapping[str, torch.Tensor]) -> CallOutcome:
     """Build a call outcome from the runner's record and tensors; _Invalid on malformed data."""
-    call_id = str(record.get("id"))
-    status = record.get("status")
-    forbidden = _strings(record.get("forbidden"))
+    call_id = text(record.get("id"), 200)
+    status = name(record.get("status"), 20)
+    forbidden = _forbidden(record.get("forbidden"))
     if status in {"missing", "interface"}:
-        detail = (f"the submission does not define `{_text(record.get('missing'), 80)}`"
+        detail = (f"the submission does not define `{text(record.get('missing'), 80)}`"
                   if status == "missing" else record.get("interface"))
-        return CallOutcome(call_id, str(status), forbidden=forbidden, detail=_text(detail, 300))
+        return CallOutcome(call_id, str(status), forbidden=forbidden, detail=text(detail, 300))
     if status not in {"ok", "raised", "timeout"}:
-        raise _Invalid(f"unknown status {status!r}")
+        raise _Invalid(f"unknown status {text(record.get('status'), 20)!r}")
     stages = record.get("stages")
     if not isinstance(stages, list):
         raise _Invalid("stages missing")
+    if len(stages) > MAX_STAGES:
+        raise _Invalid(f"{len(stages)} stages")
     forwards = _forwards(stages, tensors)
-    return CallOutcome(call_id, str(status), tuple(forwards), forbidden)
+    return CallOutcome(call_id, status, tuple(forwards), forbidden)
 
 
 def _forwards(stages: list[Any], tensors: Mapping[str, torch.Tensor]) -> list[Forward]:
     forwards: list[Forward] = []
-    for stage in stages[:64]:
+    for stage in stages:
         if not isinstance(stage, dict):
             raise _Invalid("malformed stage")
-        name = _text(stage.get("stage"), 40)
-        status = stage.get("status")
-        if name in {"init", "setup"}:
+        stage_name = text(stage.get("stage"), 40)
+        status = name(stage.get("status"), 20)
+        if stage_name in {"init", "setup"}:
             if status != "ok":
-                forwards.append(_failed(name, stage))
+                forwards.append(_failed(stage_name, stage))
             continue
-        prefix, _, kind = name.rpartition(".")
+        prefix, _, kind = stage_name.rpartition(".")
         prefix = f"{prefix}." if prefix else ""
         if kind == "forward":
             if status != "ok":
@@ -306,7 +360,7 @@ def _forwards(stages: list[Any], tensors: Mapping[str, torch.Tensor]) -> list[Fo
                 structure=structure,
                 outputs=tuple(tensors.get(key) if key else None for key in keys),
                 after=_with_prefix(tensors, f"{prefix}after."),
-                seconds=float(stage["seconds"]) if _is_number(stage.get("seconds")) else 0.0,
+                seconds=seconds(stage.get("seconds")) or 0.0,
             ))
         elif kind == "backward" and forwards:
             last = forwards[-1]
@@ -318,7 +372,7 @@ def _forwards(stages: list[Any], tensors: Mapping[str, torch.Tensor]) -> list[Fo
                 structure=last.structure,
                 outputs=last.outputs,
                 grads=_with_prefix(tensors, f"{prefix}grad."),
-                backward=_text(status, 20),
+                backward=status or "",
                 after=last.after,
                 seconds=last.seconds,
             )
@@ -336,22 +390,23 @@ def _structure(returned: Any) -> tuple[str, list[str | None]]:
     if not isinstance(returned, dict):
         raise _Invalid("malformed returned value")
     kind = returned.get("kind")
+    kind = name(returned.get("kind"), 40)
     if kind == "tensor":
-        return "tensor", [_text(returned.get("key"), 100)]
+        return "tensor", [text(returned.get("key"), 100)]
     if kind in {"tuple", "list"}:
         items = returned.get("items")
-        if not isinstance(items, list):
+        if not isinstance(items, list) or len(items) > MAX_RETURNED_ITEMS:
             raise _Invalid("malformed returned items")
         keys = [
-            _text(item.get("key"), 100) if isinstance(item, dict) and item.get("kind") == "tensor"
+            text(item.get("key"), 100) if isinstance(item, dict) and item.get("kind") == "tensor"
             else None
             for item in items
         ]
-        length = returned.get("length")
-        return f"{kind}[{length if isinstance(length, int) else len(items)}]", keys
+        length = integer(returned.get("length"), 0, 1 << 40)
+        return f"{kind}[{length if length is not None else len(items)}]", keys
     if kind == "tensor-subclass":
-        return f"tensor-subclass {_text(returned.get('type'), 80)}", []
-    return _text(returned.get("type"), 80) or "unknown", []
+        return f"tensor-subclass {text(returned.get('type'), 80)}", []
+    return text(returned.get("type"), 80) or "unknown", []
 
 
 def _with_prefix(tensors: Mapping[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
@@ -359,17 +414,24 @@ def _with_prefix(tensors: Mapping[str, torch.Tensor], prefix: str) -> dict[str, 
 
 
 def _load_tensors(record: Mapping[str, Any], files: Mapping[str, bytes]) -> dict[str, torch.Tensor]:
-    name = record.get("tensors")
-    if name is None:
+    file_name = record.get("tensors")
+    if file_name is None:
         return {}
-    if not isinstance(name, str) or name not in files:
+    if not isinstance(file_name, str) or file_name not in files:
         raise _Invalid("tensor file missing")
+    pinned = name(record.get("sha256"), 64)
+    if pinned is None:
+        raise _Invalid("tensor file not pinned by the runner")
+    if hashlib.sha256(files[file_name]).hexdigest() != pinned:
+        raise _Rewritten(f"{file_name} changed after the call reported it")
     try:
-        tensors = load_safetensors(files[name])
-    except (SafetensorError, ValueError, RuntimeError) as exc:
-        raise _Invalid(f"unreadable tensor file: {exc}") from exc
-    if len(tensors) > MAX_TENSORS_PER_CALL:
-        raise _Invalid("too many tensors")
+        untrusted.check_safetensors(files[file_name], max_tensors=MAX_TENSORS_PER_CALL,
+                                    max_elements=MAX_ELEMENTS_PER_TENSOR)
+        tensors = load_safetensors(files[file_name])
+    except Refused as exc:
+        raise _Invalid(f"tensor file refused: {exc}") from exc
+    except (SafetensorError, ValueError, RuntimeError, OverflowError) as exc:
+        raise _Invalid(f"unreadable tensor file: {str(exc)[:200]}") from exc
     for key, value in tensors.items():
         if type(value) is not torch.Tensor or value.dtype not in ALLOWED_DTYPES:
             raise _Invalid(f"{key}: dtype {value.dtype} is not allowed")
@@ -381,35 +443,26 @@ def _load_tensors(record: Mapping[str, Any], files: Mapping[str, bytes]) -> dict
 def _raised(data: Any) -> Raised:
     if not isinstance(data, dict):
         return Raised(type="Exception", value_error=False, message="")
-    frames = []
-    for frame in data.get("frames", [])[:12] if isinstance(data.get("frames"), list) else []:
-        if isinstance(frame, dict):
-            with contextlib.suppress(TypeError, ValueError):
-                frames.append(Frame(
-                    file=_text(frame.get("file"), 120),
-                    line=int(frame.get("line") or 0),
-                    function=_text(frame.get("function"), 120),
-                    code=_text(frame.get("code"), 200),
-                ))
+    listed = data.get("frames")
+    frames = tuple(
+        Frame(
+            file=text(frame.get("file"), 120),
+            line=integer(frame.get("line"), 0, 10_000_000) or 0,
+            function=text(frame.get("function"), 120),
+            code=text(frame.get("code"), 200),
+        )
+        for frame in (listed[-MAX_FRAMES:] if isinstance(listed, list) else [])
+        if isinstance(frame, dict)
+    )
     return Raised(
-        type=_text(data.get("type"), 80) or "Exception",
+        type=text(data.get("type"), 80) or "Exception",
         value_error=data.get("value_error") is True,
-        message=_text(data.get("message"), 2000),
-        frames=tuple(frames),
+        message=text(data.get("message"), 2000),
+        frames=frames,
     )
 
 
-def _strings(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        return ()
-    return tuple(_text(item, 120) for item in value[:16] if isinstance(item, str))
-
-
-def _text(value: Any, limit: int) -> str:
-    return value[:limit] if isinstance(value, str) else ""
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _forbidden(value: Any) -> tuple[str, ...]:
+    return strings(value, items=16, limit=120)
 
 

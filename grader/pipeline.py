@@ -81,7 +81,8 @@ class GradingPipeline:
                          termination=result.termination.value,
                          sandbox_seconds=result.wall_seconds, stdout=run.stdout,
                          stderr=run.stderr, output_truncated=run.output_truncated, phases=phases,
-                         forbidden=_forbidden_record(run, files, assignment))
+                         forbidden=_forbidden_record(run, files, assignment),
+                         integrity=tuple(flag.to_json() for flag in run.integrity))
         early = _import_failure(run)
         if early is not None:
             phases["compare"] = time.perf_counter() - mark

@@ -93,7 +93,7 @@ class RunResult:
     exit_code: int | None
     wall_seconds: float
     events: bytes
-    """The runner's ``events.jsonl``, possibly cut at the result limit."""
+    """The event lines of the runner's stream (JSON lines), possibly cut at their limit."""
     tensor_files: dict[str, bytes] = field(default_factory=dict)
     """``tensors/NNNN.safetensors`` files by their relative name."""
     stdout: str = ""
@@ -101,6 +101,9 @@ class RunResult:
     output_truncated: bool = False
     detail: str = ""
     """A word from the backend for logs (never shown to students)."""
+    forged_events_file: bool = False
+    """An events file appeared in the output folder, where the runner writes none: student
+    code wrote it (an integrity flag for the instructor; never read as events)."""
 
 
 class SandboxBackend(Protocol):

@@ -3,9 +3,13 @@
 Layout of a sandbox container:
 
 * The container's own process is an idle ``sleep`` under Docker's init. The probe runner runs
-  beside it as an ``exec`` process (same namespaces, cgroup, user, capabilities and limits).
+  beside it as an ``exec`` process (same namespaces, cgroup, capabilities and limits).
   That keeps the container, and with it the output volume, alive after the runner exits, so the
   outputs can be read; a volume of type tmpfs is emptied as soon as its last container stops.
+* The init and its ``sleep`` run as a user of their own (``INIT_USER``), the runner as
+  ``SANDBOX_USER``: student code can neither kill them nor open their standard output through
+  ``/proc/1/fd/1``, which leads to the engine's log driver. Its log is capped as well, but a
+  flood written there would cost the daemon's CPU, outside the container's quota.
 * ``/job`` is a host directory bind-mounted read-only, holding exactly what
   ``sandbox.outputs.write_job`` lays out. A warm container gets it empty and waits for
   ``plan.json``, which is moved in last, after the inputs and the submission.
@@ -27,7 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +44,14 @@ from docker.types import LogConfig, Mount, Ulimit
 from sandbox import probe_runner
 from sandbox.base import Job, Limits, RunResult, Termination
 from sandbox.docker_image import RUNNER_IN_IMAGE
-from sandbox.outputs import EVENTS_LIMIT_BYTES, write_job
+from sandbox.outputs import EVENTS_LIMIT_BYTES, CappedStream, ChannelDecoder, write_job
 
 logger = logging.getLogger(__name__)
 
 SANDBOX_USER = "65534:65534"
 SANDBOX_UID = 65534
+INIT_USER = "65533:65533"
+"""The container's own processes: another user than the runner's, out of the student's reach."""
 JOB_MOUNT = "/job"
 OUT_MOUNT = "/out"
 READY_FILE = "ready"
@@ -73,6 +79,8 @@ _OUT_INODES = 4096
 _LOG_MAX_SIZE = "1m"
 _POLL_SECONDS = 0.02
 _OOM_EVENT_GRACE_SECONDS = 0.05
+_GVISOR_HOST_PIDS_PER_PROCESS = 8
+_STREAM_DRAIN_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -88,10 +96,31 @@ class ContainerSpec:
     """An OCI runtime such as ``runsc`` (gVisor) where the host has it; Docker's default if None."""
 
 
+def is_gvisor(runtime: str | None) -> bool:
+    """Whether ``runtime`` names gVisor (``runsc``, or a variant registered as ``runsc-*``)."""
+    return runtime is not None and runtime.split("-")[0] == "runsc"
+
+
+def _process_limits(limits: Limits, runtime: str | None) -> tuple[int, list[Ulimit]]:
+    """The cgroup's pids limit and the ulimits that cap the run's processes.
+
+    Under runc every process of the run is a host process, so the cgroup's pids limit is the
+    run's process limit (RLIMIT_NPROC would count the sandbox user's processes of every
+    container on the host). Under gVisor the run's processes live in gVisor's kernel, which
+    enforces RLIMIT_NPROC for the sandbox alone, while the host cgroup counts gVisor's own
+    threads and stub processes (about six per process of the run): that one gets room for them.
+    """
+    if not is_gvisor(runtime):
+        return limits.max_processes, []
+    nproc = Ulimit(name="nproc", soft=limits.max_processes, hard=limits.max_processes)
+    return limits.max_processes * _GVISOR_HOST_PIDS_PER_PROCESS + 128, [nproc]
+
+
 def hardening_options(limits: Limits, *, runtime: str | None) -> dict[str, Any]:
     """Deny-by-default container options for ``limits`` (SPEC §4)."""
+    pids_limit, process_ulimits = _process_limits(limits, runtime)
     return {
-        "user": SANDBOX_USER,
+        "user": INIT_USER,
         "network_mode": "none",
         "read_only": True,
         "cap_drop": ["ALL"],
@@ -102,11 +131,12 @@ def hardening_options(limits: Limits, *, runtime: str | None) -> dict[str, Any]:
         # Equal to the memory limit: no swap, so a memory bomb is killed instead of thrashing.
         "memswap_limit": limits.memory_bytes,
         "nano_cpus": int(limits.cpus * 1e9),
-        "pids_limit": limits.max_processes,
+        "pids_limit": pids_limit,
         "ulimits": [
             Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
             Ulimit(name="fsize", soft=limits.file_size_bytes, hard=limits.file_size_bytes),
             Ulimit(name="core", soft=0, hard=0),
+            *process_ulimits,
         ],
         "tmpfs": {
             "/tmp": f"size={limits.tmpfs_bytes},uid={SANDBOX_UID},gid={SANDBOX_UID},"
@@ -144,7 +174,7 @@ def runner_command() -> list[str]:
     """The probe runner's command line inside the container: it imports and warms up torch,
     then waits for the job's plan, so a job's deadline never pays for our start-up."""
     return ["python3", "-I", RUNNER_IN_IMAGE, JOB_MOUNT, OUT_MOUNT,
-            "--wait-for", f"{JOB_MOUNT}/{probe_runner.PLAN_FILE}"]
+            "--wait-for", f"{JOB_MOUNT}/{probe_runner.PLAN_FILE}", "--sole-user"]
 
 
 class SandboxContainer:
@@ -179,6 +209,7 @@ class SandboxContainer:
         self._volume: Volume | None = None
         self._output: _CappedOutput | None = None
         self._exec_id = ""
+        self._paused = False
         self._destroyed = False
         try:
             self._create(spec, label)
@@ -275,19 +306,24 @@ class SandboxContainer:
             # Freeze whatever still runs so the outputs are read as they were at the limit.
             with contextlib.suppress(docker.errors.APIError):
                 self.container.pause()
-        events, tensors, over_limit = self._read_outputs()
-        if over_limit and termination is Termination.EXITED:
+                self._paused = True
+        forged, tensors, over_limit = self._read_outputs()
+        # The stream's last bytes may still be in flight when a killed runner is reaped.
+        self.output.closed.wait(_STREAM_DRAIN_SECONDS)
+        if (over_limit or self.output.channel.over_limit) \
+                and termination is Termination.EXITED:
             termination = Termination.OUTPUT_LIMIT
         return RunResult(
             termination=termination,
             exit_code=exit_code,
             wall_seconds=wall,
-            events=events,
+            events=bytes(self.output.channel.events),
             tensor_files=tensors,
             stdout=self.output.stdout.text(),
             stderr=self.output.stderr.text(),
             output_truncated=self.output.stdout.truncated or self.output.stderr.truncated,
             detail=f"container {self.container.short_id} ({'warm' if self.warm else 'cold'})",
+            forged_events_file=bool(forged),
         )
 
     def _hand_over(self, job: Job) -> None:
@@ -329,6 +365,8 @@ class SandboxContainer:
             return
         self._destroyed = True
         if self._container is not None:
+            if self._paused:  # gVisor cannot kill a paused sandbox: thaw it first
+                _quietly(self._container.unpause)
             _quietly(self._container.remove, force=True)
         if self._output is not None:
             self._output.close()
@@ -348,36 +386,16 @@ def _quietly(remove: Any, **kwargs: Any) -> None:
         logger.exception("sandbox cleanup step failed")
 
 
-@dataclass
-class _CappedStream:
-    """One output stream: the first bytes kept for the report, the rest only counted."""
-
-    keep: int
-    kept: bytearray = field(default_factory=bytearray)
-    total: int = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.keep - len(self.kept)
-        if room > 0:
-            self.kept += chunk[:room]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > self.keep
-
-    def text(self) -> str:
-        return self.kept.decode("utf-8", errors="replace")
-
-
 class _CappedOutput:
-    """Drains the runner's demultiplexed stdout and stderr in a thread, watching for a flood."""
+    """Drains the runner's demultiplexed stream in a thread: its events and the student's
+    printed output (``ChannelDecoder``) on stdout, the student's stderr; watches for a flood."""
 
     def __init__(self, stream: Iterable[tuple[bytes | None, bytes | None]], limits: Limits) -> None:
         self._stream = stream
         self._flood = limits.flood_output_bytes
-        self.stdout = _CappedStream(limits.kept_output_bytes)
-        self.stderr = _CappedStream(limits.kept_output_bytes)
+        self.stdout = CappedStream(limits.kept_output_bytes)
+        self.stderr = CappedStream(limits.kept_output_bytes)
+        self.channel = ChannelDecoder(self.stdout, self.stderr)
         self.closed = threading.Event()
         threading.Thread(target=self._drain, daemon=True, name="sandbox-output").start()
 
@@ -385,7 +403,7 @@ class _CappedOutput:
         try:
             for out, err in self._stream:
                 if out:
-                    self.stdout.add(out)
+                    self.channel.feed(out)
                 if err:
                     self.stderr.add(err)
         except Exception:  # the connection ends when the container goes

@@ -23,9 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from sandbox import probe_runner
 from sandbox.base import RUNNER_PATH, Job, Limits, RunResult, Termination
-from sandbox.outputs import collect_outputs, write_job
+from sandbox.outputs import CappedStream, ChannelDecoder, collect_outputs, write_job
 
 STARTUP_SECONDS = 120.0
 """How long the runner may take to import torch and warm up before the job's deadline starts."""
@@ -73,18 +72,19 @@ class LocalBackend:
             start_new_session=True,
             preexec_fn=_limit_child(limits),
         )
-        stdout = _CappedReader(process.stdout, limits)
-        stderr = _CappedReader(process.stderr, limits)
+        stdout = CappedStream(limits.kept_output_bytes)
+        stderr = CappedStream(limits.kept_output_bytes)
+        channel = ChannelDecoder(stdout, stderr)
+        drains = [_Drain(process.stdout, channel.feed), _Drain(process.stderr, stderr.add)]
         termination = Termination.EXITED
-        # The deadline starts when the runner opens its event stream, after its own imports
-        # and warm-up and before any student code: a loaded host slowing our start-up must
-        # not cost the student. Start-up itself has a generous allowance of its own.
-        events_file = out_dir / probe_runner.EVENTS_FILE
+        # The deadline starts at the runner's first event, after its own imports and warm-up
+        # and before any student code: a loaded host slowing our start-up must not cost the
+        # student. Start-up itself has a generous allowance of its own.
         deadline: float | None = None
         startup_by = started + STARTUP_SECONDS
         while process.poll() is None:
             now = time.monotonic()
-            if deadline is None and events_file.exists():
+            if deadline is None and channel.started.is_set():
                 deadline = now + limits.wall_seconds
             if deadline is not None and now > deadline:
                 termination = Termination.TIME_LIMIT
@@ -92,27 +92,28 @@ class LocalBackend:
             if deadline is None and now > startup_by:
                 termination = Termination.SANDBOX_ERROR
                 break
-            if stdout.flooded or stderr.flooded:
+            if max(stdout.total, stderr.total) > limits.flood_output_bytes:
                 termination = Termination.OUTPUT_LIMIT
                 break
             time.sleep(0.005)
         _kill_group(process)
         _kill_strays(root)
-        stdout.join()
-        stderr.join()
+        for drain in drains:
+            drain.join()
         wall = time.monotonic() - started
-        events, tensors, over_limit = collect_outputs(out_dir, limits.result_bytes)
-        if over_limit and termination is Termination.EXITED:
+        forged, tensors, over_limit = collect_outputs(out_dir, limits.result_bytes)
+        if (over_limit or channel.over_limit) and termination is Termination.EXITED:
             termination = Termination.OUTPUT_LIMIT
         return RunResult(
             termination=termination,
             exit_code=process.returncode,
             wall_seconds=wall,
-            events=events,
+            events=bytes(channel.events),
             tensor_files=tensors,
             stdout=stdout.text(),
             stderr=stderr.text(),
             output_truncated=stdout.truncated or stderr.truncated,
+            forged_events_file=bool(forged),
             detail=f"pid {process.pid}" + (
                 ", the runner did not start in time"
                 if termination is Termination.SANDBOX_ERROR else ""),
@@ -185,15 +186,12 @@ def _proc_file(pid: int, name: str) -> bytes:
         return b""
 
 
-class _CappedReader:
-    """Drains a pipe in a thread, keeping the first bytes and counting the rest."""
+class _Drain:
+    """Drains a pipe in a thread into ``sink``."""
 
-    def __init__(self, pipe: IO[bytes] | None, limits: Limits) -> None:
+    def __init__(self, pipe: IO[bytes] | None, sink: Callable[[bytes], None]) -> None:
         self._pipe = pipe
-        self._keep = limits.kept_output_bytes
-        self._flood = limits.flood_output_bytes
-        self._kept = bytearray()
-        self.total = 0
+        self._sink = sink
         self._thread = threading.Thread(target=self._drain, daemon=True)
         self._thread.start()
 
@@ -201,21 +199,7 @@ class _CappedReader:
         if self._pipe is None:
             return
         while chunk := self._pipe.read1(65536):  # type: ignore[attr-defined]
-            self.total += len(chunk)
-            room = self._keep - len(self._kept)
-            if room > 0:
-                self._kept += chunk[:room]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > self._keep
-
-    @property
-    def flooded(self) -> bool:
-        return self.total > self._flood
+            self._sink(chunk)
 
     def join(self) -> None:
         self._thread.join(timeout=2)
-
-    def text(self) -> str:
-        return self._kept.decode("utf-8", errors="replace")

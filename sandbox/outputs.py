@@ -2,14 +2,89 @@
 
 from __future__ import annotations
 
+import binascii
 import os
 import stat
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandbox import probe_runner
 from sandbox.base import Job
 
 EVENTS_LIMIT_BYTES = 1 << 20
+CHANNEL_LINE_LIMIT_BYTES = 1 << 20
+
+
+@dataclass
+class CappedStream:
+    """One output stream: the first bytes kept for the report, the rest only counted."""
+
+    keep: int
+    kept: bytearray = field(default_factory=bytearray)
+    total: int = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.keep - len(self.kept)
+        if room > 0:
+            self.kept += chunk[:room]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.keep
+
+    def text(self) -> str:
+        return self.kept.decode("utf-8", errors="replace")
+
+
+class ChannelDecoder:
+    """Splits the runner's stream into its event lines and the student's printed output.
+
+    The stream is the supervisor's standard output, which student code cannot write to (see
+    ``sandbox.probe_runner``); the student's prints travel in it as ``stdout`` and ``stderr``
+    frames (the runner's own standard error, a crash of ours, goes to the other stream). Events
+    are kept up to ``EVENTS_LIMIT_BYTES``, a line longer than ``CHANNEL_LINE_LIMIT_BYTES`` is
+    dropped whole; neither is parsed here beyond telling frames from events.
+    """
+
+    def __init__(self, stdout: CappedStream, stderr: CappedStream) -> None:
+        self._frames = {probe_runner.STDOUT_FRAME_PREFIX: stdout,
+                        probe_runner.STDERR_FRAME_PREFIX: stderr}
+        self.events = bytearray()
+        self.over_limit = False
+        self.started = threading.Event()
+        """Set at the first event: the runner has the job and student code is about to run."""
+        self._pending = bytearray()
+        self._skipping = False
+
+    def feed(self, chunk: bytes) -> None:
+        self._pending += chunk
+        while (end := self._pending.find(b"\n")) >= 0:
+            line = bytes(self._pending[:end])
+            del self._pending[:end + 1]
+            if self._skipping:
+                self._skipping = False
+            else:
+                self._line(line)
+        if len(self._pending) > CHANNEL_LINE_LIMIT_BYTES:
+            self._pending.clear()
+            self._skipping = True
+            self.over_limit = True
+
+    def _line(self, line: bytes) -> None:
+        for prefix, stream in self._frames.items():
+            if line.startswith(prefix) and line.endswith(b'"}'):
+                try:
+                    stream.add(binascii.a2b_base64(line[len(prefix):-2], strict_mode=True))
+                except binascii.Error:
+                    self.over_limit = True
+                return
+        if len(self.events) + len(line) + 1 > EVENTS_LIMIT_BYTES:
+            self.over_limit = True
+            return
+        self.events += line + b"\n"
+        self.started.set()
 
 
 def write_job(job_dir: Path, job: Job) -> None:
@@ -25,7 +100,8 @@ def write_job(job_dir: Path, job: Job) -> None:
 
 
 def collect_outputs(out_dir: Path, limit_bytes: int) -> tuple[bytes, dict[str, bytes], bool]:
-    """Read events and tensor files without following links; report whether the cap was hit."""
+    """Read an events file and the tensor files without following links; whether the cap was
+    hit. The runner writes no events file: one found there is student code's."""
     events = _read_regular(out_dir / probe_runner.EVENTS_FILE, EVENTS_LIMIT_BYTES)
     over_limit = events is None
     budget = limit_bytes - len(events or b"")

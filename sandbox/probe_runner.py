@@ -1,23 +1,31 @@
 """Probe runner: the only code of ours that runs next to student code, inside the sandbox.
 
-It imports the submission in this interpreter, executes the calls of a probe plan on the inputs
-the grader chose, and streams each call's raw outcome as it finishes: returned tensors and
-gradients in safetensors files, everything else as JSON lines. It never sees expected values,
-the reference or the known-mistake variants, and it computes no verdict: the grader, outside,
-decides everything from what this process hands back. Student code shares this process, so
-nothing written here is trusted by the grader; it is only the student's own outputs, in bulk.
+It executes the calls of a probe plan on the inputs the grader chose and streams each call's
+raw outcome as it finishes: returned tensors and gradients in safetensors files, everything
+else as JSON lines. It never sees expected values, the reference or the known-mistake
+variants, and it computes no verdict: the grader, outside, decides everything from what comes
+back.
+
+Two processes: a supervisor, which holds the stream to the host, and a child forked from it
+that imports the submission and runs the calls. The student's code shares the child's process,
+so what the child reports is only the student's own outputs; the supervisor, which the
+student's code cannot reach, decides the order, the uniqueness and the timing of what the host
+receives (see "The sandboxed run" below).
 
 The call executor (``execute_call``) is also used by the grader to run the reference and the
 known-mistake variants on the same plan, so all three are exercised identically.
 
 Usage (inside the sandbox, with ``python -I``)::
 
-    probe_runner.py JOB_DIR OUT_DIR [--wait-for FILE]
+    probe_runner.py JOB_DIR OUT_DIR [--wait-for FILE] [--sole-user]
 
-JOB_DIR holds ``plan.json``, ``inputs.safetensors`` and ``submission/``; OUT_DIR receives
-``events.jsonl`` and ``tensors/NNNN.safetensors``. With ``--wait-for`` the runner imports
-torch, warms it up, writes a ``ready`` event and then waits until FILE exists before it reads
-the job (the warm-pool mode of the Docker backend).
+JOB_DIR holds ``plan.json``, ``inputs.safetensors`` and ``submission/``. The events go to
+standard output as JSON lines (the student's printed output among them as ``stdout`` and
+``stderr`` frames), the tensors to ``OUT_DIR/tensors/NNNN.safetensors``.
+With ``--wait-for`` the runner imports torch, warms it up, writes ``OUT_DIR/ready`` and then
+waits until FILE exists before it reads the job (the warm-pool mode of the Docker backend).
+``--sole-user`` says that every other process of this user belongs to the run (a container
+of its own), so the supervisor can tell the survivors of a run.
 
 Only the standard library, torch and safetensors may be imported here.
 """
@@ -28,15 +36,21 @@ import time
 
 _STARTED_AT = time.perf_counter()  # before the heavy imports, to time them
 
+import base64
 import contextlib
+import ctypes
+import hashlib
 import importlib.util
 import json
 import os
 import resource
+import select
 import signal
+import stat
 import sys
 import threading
 import traceback
+import types
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -49,12 +63,14 @@ PLAN_FILE = "plan.json"
 INPUTS_FILE = "inputs.safetensors"
 SUBMISSION_DIR = "submission"
 EVENTS_FILE = "events.jsonl"
+"""No longer written by the runner (events travel on its stream): in the output folder, such
+a file is student code's, and the host reports it as such."""
 TENSORS_DIR = "tensors"
 
 MAX_MESSAGE_CHARS = 2000
 MAX_TRACEBACK_FRAMES = 12
-# Grace after a call's budget before the watchdog ends the whole process: the soft limit
-# (SIGALRM) lets the runner carry on with the next call, the hard one does not need the
+# Grace after a call's budget before the supervisor ends the child: the soft limit (SIGALRM
+# in the child) lets the runner carry on with the next call, the hard one does not need the
 # student's cooperation.
 WATCHDOG_GRACE_SECONDS = 1.0
 
@@ -519,16 +535,382 @@ def describe_exception(exc: BaseException, student_files: tuple[str, ...]) -> di
 
 
 # --------------------------------------------------------------------------------------------
-# The sandboxed process.
+# The sandboxed run: a supervisor process, and a child process for the student's code.
+#
+# The supervisor reads the job and forks the child, which imports the submission and runs the
+# calls. The child reports each call over a pipe; the supervisor checks each report against
+# the plan (the next call's id, once), pins its tensor file by SHA-256 and streams it to the
+# host on its standard output, which the child does not hold. The supervisor is not dumpable,
+# so no process of the student's (same user, no capabilities) can ptrace it or open its
+# /proc/PID/mem or /proc/PID/fd: what the host reads on that stream is the first and only copy
+# of each report, and nothing the child does afterwards rewrites it. The supervisor also keeps
+# the per-call budget by its own clock and ends the child past it, whatever the child did to
+# its own signals and timers.
+# --------------------------------------------------------------------------------------------
+
+STDOUT_FRAME_PREFIX = b'{"event": "stdout", "data": "'
+STDERR_FRAME_PREFIX = b'{"event": "stderr", "data": "'
+"""Printed output of the student's code travels on the supervisor's stream in such lines: no
+process of the student's holds a descriptor of the sandbox's own output streams, so none can
+keep them open past the run or write into them unframed."""
+REPORT_LINE_LIMIT = 1 << 20
+TENSOR_FILE_LIMIT = 256 << 20
+MAX_INTEGRITY_FLAGS = 32
+_PR_SET_DUMPABLE = 4
+_SUPERVISOR_IGNORES = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1,
+                       signal.SIGUSR2, signal.SIGALRM, signal.SIGPIPE)
+
+
+class _Channel:
+    """The supervisor's stream to the host: whole JSON lines on one file descriptor."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._lock = threading.Lock()
+
+    def send(self, event: Mapping[str, Any]) -> None:
+        self._write(json.dumps(event, allow_nan=False).encode() + b"\n")
+
+    def send_output(self, prefix: bytes, data: bytes) -> None:
+        self._write(prefix + base64.b64encode(data) + b'"}\n')
+
+    def _write(self, line: bytes) -> None:
+        with self._lock:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(self.fd, view):]
+
+
+class _Reports:
+    """Reads the child's report lines, each within a deadline and a size cap."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = bytearray()
+        self.closed = False
+
+    def next_line(self, deadline: float) -> bytes | None:
+        """The next line; None at the deadline or once the child closed its end."""
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[:end + 1]
+                return line
+            if self.closed or len(self._buffer) > REPORT_LINE_LIMIT:
+                self.closed = True
+                return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([self._fd], [], [], remaining)
+            if ready:
+                chunk = os.read(self._fd, 65536)
+                if not chunk:
+                    self.closed = True
+                self._buffer += chunk
+
+
+class _Flags:
+    """Integrity flags: what only tampering does, with its evidence, for the instructor."""
+
+    def __init__(self) -> None:
+        self.flags: list[dict[str, str]] = []
+
+    def add(self, flag: str, evidence: str) -> None:
+        entry = {"flag": flag[:40], "evidence": evidence[:300]}
+        if entry not in self.flags and len(self.flags) < MAX_INTEGRITY_FLAGS:
+            self.flags.append(entry)
+
+    def take_from(self, record: Mapping[str, Any]) -> None:
+        """Flags the child reported about itself (informative: the child is the student's)."""
+        reported = record.get("integrity")
+        if isinstance(reported, list):
+            for item in reported[:MAX_INTEGRITY_FLAGS]:
+                if isinstance(item, dict) and isinstance(item.get("flag"), str):
+                    self.add(item["flag"], str(item.get("evidence", "")))
+
+
+class _Child:
+    """The forked process that runs the student's code; it reports on ``reports``."""
+
+    def __init__(self, run: Callable[[int], None], *, channel_fd: int) -> None:
+        report_read, report_write = os.pipe()
+        stdout_read, stdout_write = os.pipe()
+        stderr_read, stderr_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            try:
+                # A fork copies every descriptor: the channel's must not stay in this process.
+                for fd in (channel_fd, report_read, stdout_read, stderr_read):
+                    os.close(fd)
+                os.dup2(stdout_write, 1)
+                os.dup2(stderr_write, 2)
+                os.close(stdout_write)
+                os.close(stderr_write)
+                os.setpgid(0, 0)
+                _prctl(_PR_SET_DUMPABLE, 1)
+                for number in _SUPERVISOR_IGNORES:
+                    signal.signal(number, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+                run(report_write)
+            finally:
+                os._exit(70)
+        os.close(report_write)
+        os.close(stdout_write)
+        os.close(stderr_write)
+        self.pid = pid
+        self.reports = _Reports(report_read)
+        self.outputs = {STDOUT_FRAME_PREFIX: stdout_read, STDERR_FRAME_PREFIX: stderr_read}
+        self.status: int | None = None
+
+    def wait(self, seconds: float) -> int | None:
+        """Reap the child within ``seconds``; its wait status, or None if it still runs."""
+        until = time.monotonic() + seconds
+        while self.status is None:
+            with contextlib.suppress(ChildProcessError):
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.status = status
+                    break
+            if time.monotonic() > until:
+                return None
+            time.sleep(0.005)
+        return self.status
+
+    def kill(self) -> None:
+        for kill in (os.killpg, os.kill):
+            with contextlib.suppress(OSError):
+                kill(self.pid, signal.SIGKILL)
+        self.wait(5.0)
+
+
+def _prctl(option: int, value: int) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+def _relay(fd: int, prefix: bytes, channel: _Channel) -> None:
+    with contextlib.suppress(OSError):
+        while chunk := os.read(fd, 65536):
+            channel.send_output(prefix, chunk)
+
+
+def _stage_count(call: Mapping[str, Any]) -> int:
+    """Budgeted stages of a call: init and setup, then each forward and its backward."""
+    if "init" in call:
+        return 2 + 2 * len(call.get("forward", []))
+    return 2 if "backward" in call else 1
+
+
+class _Supervisor:
+    """Checks the child's reports against the plan and streams them to the host."""
+
+    def __init__(self, channel: _Channel, plan: Mapping[str, Any], out_dir: str,
+                 *, sole_user: bool) -> None:
+        self.channel = channel
+        self.plan = plan
+        self.out_dir = out_dir
+        self.sole_user = sole_user
+        self.flags = _Flags()
+        self.budget = float(plan["call_timeout"])
+        self.pinned: set[str] = set()
+
+    def run(self, child: _Child) -> int:
+        """Supervise the child to its end; the exit status the runner should end with."""
+        started = time.perf_counter()
+        relays = [threading.Thread(target=_relay, args=(fd, prefix, self.channel), daemon=True)
+                  for prefix, fd in child.outputs.items()]
+        for relay in relays:
+            relay.start()
+        overran, call_id = self._follow(child)
+        if overran:
+            self.channel.send({"event": "watchdog", "call": call_id})
+            child.kill()
+        # Survivors go before the child is reaped: one waiting for the child's end to rewrite
+        # the outputs never sees it.
+        self._end_survivors(child.pid)
+        status = child.wait(2.0)
+        if status is None:
+            child.kill()
+            status = child.status
+        self._end_survivors(child.pid)
+        self._check_outputs()
+        for relay in relays:
+            relay.join(timeout=0.5)
+        if self.flags.flags:
+            self.channel.send({"event": "integrity", "flags": self.flags.flags})
+        self.channel.send({"event": "done", "probes_seconds": time.perf_counter() - started})
+        return 124 if overran else _exit_status(status)
+
+    def _follow(self, child: _Child) -> tuple[bool, str | None]:
+        """Forward the reports in the plan's order until the child ends or overruns.
+
+        Returns whether it overran its budget, and in which call (None: in the import).
+        """
+        event = self._expect(child, "import", None, self.budget + WATCHDOG_GRACE_SECONDS)
+        if event is None:
+            return not child.reports.closed, None
+        self.channel.send(event)
+        if event.get("status") != "ok":
+            return False, None
+        for call in self.plan["calls"]:
+            allowance = self.budget * _stage_count(call) + WATCHDOG_GRACE_SECONDS
+            record = self._expect(child, "call", call["id"], allowance)
+            if record is None:
+                return not child.reports.closed, call["id"]
+            self._pin_tensors(record)
+            self.channel.send(record)
+        return False, None
+
+    def _expect(self, child: _Child, kind: str, call_id: str | None,
+                seconds: float) -> dict[str, Any] | None:
+        """The child's next report of ``kind`` (for ``call_id``) within ``seconds``.
+
+        Anything else the child sends meanwhile is not what the runner sends: it is dropped
+        and flagged, and the first report that fits is the one kept.
+        """
+        deadline = time.monotonic() + seconds
+        while True:
+            line = child.reports.next_line(deadline)
+            if line is None:
+                return None
+            try:
+                event = json.loads(line)
+            except (ValueError, RecursionError):
+                self.flags.add("forged-report", "a report that is not JSON")
+                continue
+            if not isinstance(event, dict):
+                self.flags.add("forged-report", "a report that is not an object")
+                continue
+            self.flags.take_from(event)
+            event.pop("integrity", None)
+            if event.get("event") == kind and (call_id is None or event.get("id") == call_id):
+                return event
+            self.flags.add("forged-report", f"an unexpected {str(event.get('event'))[:20]!r} "
+                           f"report while waiting for {kind} {call_id or ''}".strip())
+
+    def _pin_tensors(self, record: dict[str, Any]) -> None:
+        """Record the SHA-256 of the call's tensor file as it is now: a later rewrite shows."""
+        name = record.get("tensors")
+        if name is None:
+            return
+        digest = (_file_digest(os.path.join(self.out_dir, name))
+                  if isinstance(name, str) and _is_tensor_name(name) and name not in self.pinned
+                  else None)
+        if digest is None:
+            record.pop("tensors", None)
+            record["tensors_error"] = "the tensor file could not be read back"
+            return
+        self.pinned.add(name)
+        record["sha256"] = digest
+
+    def _end_survivors(self, child_pid: int) -> None:
+        """Kill (and flag) the run's processes other than the child, once its reports ended."""
+        survivors = _survivors(self.sole_user, child_pid)
+        if survivors:
+            self.flags.add("process-survived",
+                           "process(es) of the submission outlived its last report")
+            for pid in survivors:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def _check_outputs(self) -> None:
+        """Flag files in the output folder that no report named."""
+        strays = _stray_outputs(self.out_dir, self.pinned)
+        if strays:
+            self.flags.add("output-folder-written", "unexpected files in the output folder: "
+                           + ", ".join(strays[:8]))
+
+
+def _exit_status(status: int | None) -> int:
+    if status is None:
+        return 70
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 70
+
+
+def _is_tensor_name(name: str) -> bool:
+    folder, _, file = name.partition("/")
+    return folder == TENSORS_DIR and len(file) == 16 and file[:4].isdigit() \
+        and file.endswith(".safetensors")
+
+
+def _file_digest(path: str) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > TENSOR_FILE_LIMIT:
+            return None
+        digest = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            digest.update(chunk)
+        return digest.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def _survivors(sole_user: bool, child_pid: int) -> list[int]:
+    """This user's processes other than the supervisor: in a container of its own
+    (``sole_user``) all of them, elsewhere those of the supervisor's session."""
+    me, uid, session = os.getpid(), os.getuid(), os.getsid(0)
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (me, child_pid):
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid != uid:
+                continue
+            if not sole_user and os.getsid(int(entry)) != session:
+                continue
+        except OSError:
+            continue
+        found.append(int(entry))
+    return found
+
+
+def _stray_outputs(out_dir: str, pinned: set[str]) -> list[str]:
+    strays = [name for name in sorted(os.listdir(out_dir)) if name not in {"ready", TENSORS_DIR}]
+    tensors_dir = os.path.join(out_dir, TENSORS_DIR)
+    if os.path.isdir(tensors_dir) and not os.path.islink(tensors_dir):
+        strays += [f"{TENSORS_DIR}/{name}" for name in sorted(os.listdir(tensors_dir))
+                   if f"{TENSORS_DIR}/{name}" not in pinned]
+    return strays
+
+
+# --------------------------------------------------------------------------------------------
+# The child: the student's code, and what the runner notices of tampering inside it.
 # --------------------------------------------------------------------------------------------
 
 
-class _EventStream:
-    def __init__(self, out_dir: str) -> None:
-        os.makedirs(os.path.join(out_dir, TENSORS_DIR), exist_ok=True)
+def _encoder() -> Callable[[Any], str]:
+    """A JSON encoder made of the C encoder as it is now, before the student's code runs:
+    patching ``json.dumps``, ``JSONEncoder`` or ``json.encoder`` later does not reach it."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C accelerator: the pure-Python encoder, bound now
+        return json.JSONEncoder(allow_nan=False).encode
+
+    def unsupported(value: Any) -> Any:
+        raise TypeError(f"{type(value).__name__} is not JSON")
+
+    encode = make(None, unsupported, json.encoder.encode_basestring_ascii, None, ": ", ", ",
+                  False, False, False)
+    return lambda value: "".join(encode(value, 0))
+
+
+class _Report:
+    """The child's side: each event as a JSON line on the report pipe, tensors in files."""
+
+    def __init__(self, fd: int, out_dir: str) -> None:
+        self._fd = fd
         self._out_dir = out_dir
-        self._file = open(os.path.join(out_dir, EVENTS_FILE), "a", encoding="utf-8")  # noqa: SIM115
         self._count = 0
+        self._dumps = _encoder()
 
     def emit(self, event: dict[str, Any],
              tensors: Mapping[str, torch.Tensor] | None = None) -> None:
@@ -545,20 +927,22 @@ class _EventStream:
                 event["tensors"] = f"{TENSORS_DIR}/{name}"
             except Exception as exc:
                 event["tensors_error"] = f"{type(exc).__name__}: {exc}"[:300]
-        self._file.write(json.dumps(event, allow_nan=False) + "\n")
-        self._file.flush()
+        line = memoryview((self._dumps(event) + "\n").encode())
+        while line:
+            line = line[os.write(self._fd, line):]
 
 
 class _CallBudget:
-    """SIGALRM at the budget (soft), a watchdog thread that ends the process after a grace."""
+    """The soft per-call limit inside the child: SIGALRM at the budget.
 
-    def __init__(self, seconds: float, on_hard_limit: Callable[[], None]) -> None:
+    The hard limit is the supervisor's. A timer cancelled or a timeout swallowed inside a
+    call is noticed here and flagged.
+    """
+
+    def __init__(self, seconds: float, integrity: _Integrity) -> None:
         self._seconds = seconds
-        self._on_hard_limit = on_hard_limit
-        self._deadline: float | None = None
-        self._lock = threading.Lock()
+        self._integrity = integrity
         signal.signal(signal.SIGALRM, self._alarm)
-        threading.Thread(target=self._watch, daemon=True).start()
 
     @staticmethod
     def _alarm(signum: int, frame: object) -> None:
@@ -566,23 +950,187 @@ class _CallBudget:
 
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:
-        with self._lock:
-            self._deadline = time.monotonic() + self._seconds + WATCHDOG_GRACE_SECONDS
         signal.setitimer(signal.ITIMER_REAL, self._seconds)
+        finished = False
         try:
             yield
+            finished = True
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            with self._lock:
-                self._deadline = None
+            left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+            if finished and left == 0:
+                self._integrity.flag("timer-changed", "the call's timer was cancelled, or its "
+                                     "time-out swallowed, inside the call")
 
-    def _watch(self) -> None:
-        while True:
-            time.sleep(0.05)
-            with self._lock:
-                deadline = self._deadline
-            if deadline is not None and time.monotonic() > deadline:
-                self._on_hard_limit()
+
+class _Integrity:
+    """What only tampering does, noticed inside the child (the student's process).
+
+    Informative only: a determined student can silence it, and no flag ever changes a score.
+    The audit hook is installed before the student's code and cannot be removed.
+    """
+
+    _WATCHED_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "gc.get_objects",
+                                 "gc.get_referrers", "gc.get_referents", "sys.setprofile",
+                                 "sys.settrace"})
+    _FILE_EVENTS = frozenset({"open", "os.rename", "os.remove", "os.rmdir", "os.symlink",
+                              "os.link", "os.truncate", "os.chmod", "os.utime", "shutil.rmtree",
+                              "os.mkdir"})
+    _HELPERS = ("inspect.py", "traceback.py", "threading.py")
+
+    def __init__(self, out_dir: str, student_files: tuple[str, ...],
+                 forbidden: list[str]) -> None:
+        self._out_dir = os.path.realpath(out_dir)
+        self._student_files = frozenset(student_files)
+        self._flags: list[dict[str, str]] = []
+        self._inside = False
+        self._where = "import"
+        self._traps = {dotted: _resolve(dotted) for dotted in forbidden}
+        self._runner = self._runner_parts()
+        self._alarm = signal.getsignal(signal.SIGALRM)
+
+    def install(self) -> None:
+        self._alarm = signal.getsignal(signal.SIGALRM)
+        sys.addaudithook(self._audit)
+
+    def at(self, where: str) -> None:
+        self._where = where
+
+    def flag(self, name: str, evidence: str) -> None:
+        entry = {"flag": name, "evidence": f"{evidence} (during {self._where})"[:300]}
+        if entry not in self._flags and len(self._flags) < MAX_INTEGRITY_FLAGS:
+            self._flags.append(entry)
+
+    def take(self) -> list[dict[str, str]]:
+        """Check what a call may have changed, and hand over the flags raised since last time."""
+        for dotted, original in self._traps.items():
+            if _resolve(dotted) is not original:
+                self.flag("trap-patched", f"{dotted} was replaced")
+        for label, (owner, attribute, original) in self._runner.items():
+            if getattr(owner, attribute, None) is not original:
+                self.flag("runner-patched", f"{label} was replaced")
+        if signal.getsignal(signal.SIGALRM) is not self._alarm:
+            self.flag("signals-changed", "the SIGALRM handler was replaced")
+        if signal.SIGALRM in signal.pthread_sigmask(signal.SIG_BLOCK, []):
+            self.flag("signals-changed", "SIGALRM was blocked")
+        if sys.getprofile() is not None or sys.gettrace() is not None:
+            self.flag("profile-hook", "a profile or trace function was installed")
+        flags, self._flags = self._flags, []
+        return flags
+
+    @staticmethod
+    def _runner_parts() -> dict[str, tuple[Any, str, Any]]:
+        module = sys.modules[__name__]
+        parts: dict[str, tuple[Any, str, Any]] = {
+            f"runner.{name}": (module, name, getattr(module, name))
+            for name in ("execute_call", "describe_exception", "_Report", "_CallBudget",
+                         "_Integrity", "_child_main")
+        }
+        parts.update({
+            "json.dumps": (json, "dumps", json.dumps),
+            "json.encoder.c_make_encoder": (json.encoder, "c_make_encoder",
+                                            getattr(json.encoder, "c_make_encoder", None)),
+            "json.JSONEncoder.encode": (json.JSONEncoder, "encode", json.JSONEncoder.encode),
+            "os.write": (os, "write", os.write),
+            "os._exit": (os, "_exit", os._exit),
+            "signal.signal": (signal, "signal", signal.signal),
+            "signal.setitimer": (signal, "setitimer", signal.setitimer),
+            "time.perf_counter": (time, "perf_counter", time.perf_counter),
+            "safetensors.save_file": (module, "save_file", save_file),
+        })
+        return parts
+
+    def _audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if self._inside or (event not in self._WATCHED_EVENTS and event not in self._FILE_EVENTS):
+            return
+        self._inside = True
+        try:
+            if event in self._FILE_EVENTS:
+                self._file_event(event, args)
+            elif self._from_student():
+                self.flag("introspection" if event.startswith(("sys._", "gc.")) else
+                          "profile-hook", f"{event} called from the submission")
+        except Exception:  # an audit hook must never break the code it watches
+            pass
+        finally:
+            self._inside = False
+
+    def _file_event(self, event: str, args: tuple[Any, ...]) -> None:
+        path = args[0] if args else None
+        if event == "open" and len(args) > 2:
+            mode, flags = args[1], args[2]
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT))
+            if not writing:
+                return
+        if isinstance(path, int | bytes) or not path:
+            return
+        full = os.path.realpath(os.fspath(path))
+        if full == self._out_dir or full.startswith(self._out_dir + os.sep):
+            self.flag("output-folder-written", f"{event} on {os.path.relpath(full, self._out_dir)}")
+
+    def _from_student(self) -> bool:
+        frame: types.FrameType | None = sys._getframe(2)
+        for _ in range(4):
+            if frame is None:
+                return False
+            filename = frame.f_code.co_filename
+            if filename in self._student_files or os.path.realpath(filename) in self._student_files:
+                return True
+            if not filename.endswith(self._HELPERS):
+                return False
+            frame = frame.f_back
+        return False
+
+
+def _child_main(report_fd: int, job: Mapping[str, Any]) -> None:
+    """Import the submission and run the plan's calls, reporting each on ``report_fd``."""
+    hard_exit = os._exit  # kept before student code can replace it
+    plan, inputs = job["plan"], job["inputs"]
+    student_files = job["student_files"]
+    report = _Report(report_fd, job["out_dir"])
+    trap = _ForbiddenTrap(list(plan.get("forbidden", [])))
+    trap.__enter__()  # type: ignore[no-untyped-call]  # for the life of the child: it ends by hard_exit
+    # After the trap, so that the integrity snapshot holds the trap's wrappers.
+    integrity = _Integrity(job["out_dir"], student_files, list(plan.get("forbidden", [])))
+    budget = _CallBudget(float(plan["call_timeout"]), integrity)
+    integrity.install()
+
+    _limit_address_space(plan.get("memory_bytes"))
+    sys.path.insert(0, job["submission_dir"])
+    sys.dont_write_bytecode = True
+    started = time.perf_counter()
+    try:
+        with budget():
+            namespace = _import_submission(os.path.join(job["submission_dir"], plan["entry"]))
+    except BaseException as exc:
+        failure = _failure("import", exc, student_files)
+        report.emit({"event": "import", "seconds": time.perf_counter() - started, **failure,
+                     "integrity": integrity.take()})
+        hard_exit(0)
+    report.emit({
+        "event": "import", "status": "ok", "seconds": time.perf_counter() - started,
+        "forbidden": trap.take(), "integrity": integrity.take(),
+    })
+    for call in plan["calls"]:
+        integrity.at(f"call {call['id']}")
+        try:
+            record, tensors = execute_call(
+                namespace, call, inputs, student_files=student_files, guard=budget
+            )
+        except CallTimeout:
+            record, tensors = {"id": call["id"], "status": "timeout", "stages": []}, {}
+        record["event"] = "call"
+        record["forbidden"] = trap.take()
+        record["integrity"] = integrity.take()
+        report.emit(record, tensors)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    hard_exit(0)  # skip interpreter teardown: atexit hooks and finalizers are the student's
+
+
+# --------------------------------------------------------------------------------------------
+# The runner's entry point.
+# --------------------------------------------------------------------------------------------
 
 
 def _warm_up() -> None:
@@ -602,8 +1150,16 @@ def _wait_for(path: str) -> None:
 
 def main(argv: list[str]) -> None:
     job_dir, out_dir = argv[0], argv[1]
-    hard_exit = os._exit  # kept before student code can replace it
     torch.set_num_threads(1)
+    # The host's stream: kept on a descriptor of its own, and stdout made /dev/null until the
+    # child gets a pipe, so nothing printed by mistake in this process corrupts the stream.
+    channel = _Channel(os.dup(1))
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    _prctl(_PR_SET_DUMPABLE, 0)
+    for number in _SUPERVISOR_IGNORES:
+        signal.signal(number, signal.SIG_IGN)
     warm_up_started = time.perf_counter()
     _warm_up()
     warm_up_seconds = time.perf_counter() - warm_up_started
@@ -613,61 +1169,25 @@ def main(argv: list[str]) -> None:
         _wait_for(argv[argv.index("--wait-for") + 1])
         warm_up_seconds = 0.0  # paid before the job arrived
 
-    events = _EventStream(out_dir)
+    os.makedirs(os.path.join(out_dir, TENSORS_DIR), exist_ok=True)
     with open(os.path.join(job_dir, PLAN_FILE), encoding="utf-8") as plan_file:
         plan = json.load(plan_file)
     inputs = load_file(os.path.join(job_dir, INPUTS_FILE))
     submission_dir = os.path.realpath(os.path.join(job_dir, SUBMISSION_DIR))
-    student_files = tuple(
-        os.path.realpath(os.path.join(submission_dir, name)) for name in os.listdir(submission_dir)
-    )
-    events.emit({"event": "start", "calls": len(plan["calls"]),
-                 "imports_seconds": _IMPORTED_AT - _STARTED_AT,
-                 "warm_up_seconds": warm_up_seconds})
-
-    def hard_limit() -> None:
-        events.emit({"event": "watchdog", "call": current.get("id")})
-        hard_exit(124)
-
-    current: dict[str, Any] = {}
-    budget = _CallBudget(float(plan["call_timeout"]), hard_limit)
-    trap = _ForbiddenTrap(list(plan.get("forbidden", [])))
-    trap.__enter__()  # type: ignore[no-untyped-call]  # for the life of the process: it ends by hard_exit
-
-    _limit_address_space(plan.get("memory_bytes"))
-    sys.path.insert(0, submission_dir)
-    sys.dont_write_bytecode = True
-    entry = plan["entry"]
-    started = time.perf_counter()
-    try:
-        with budget():
-            namespace = _import_submission(os.path.join(submission_dir, entry))
-    except BaseException as exc:
-        failure = _failure("import", exc, student_files)
-        events.emit({"event": "import", "seconds": time.perf_counter() - started, **failure})
-        hard_exit(0)
-    events.emit({
-        "event": "import", "status": "ok", "seconds": time.perf_counter() - started,
-        "forbidden": trap.take(),
-    })
-
-    probes_started = time.perf_counter()
-    for call in plan["calls"]:
-        current["id"] = call["id"]
-        events.emit({"event": "call-start", "id": call["id"]})
-        try:
-            record, tensors = execute_call(
-                namespace, call, inputs, student_files=student_files, guard=budget
-            )
-        except CallTimeout:
-            record, tensors = {"id": call["id"], "status": "timeout", "stages": []}, {}
-        record["event"] = "call"
-        record["forbidden"] = trap.take()
-        events.emit(record, tensors)
-    events.emit({"event": "done", "probes_seconds": time.perf_counter() - probes_started})
-    sys.stdout.flush()
-    sys.stderr.flush()
-    hard_exit(0)  # skip interpreter teardown: atexit hooks and finalizers are the student's
+    job = {
+        "plan": plan,
+        "inputs": inputs,
+        "out_dir": out_dir,
+        "submission_dir": submission_dir,
+        "student_files": tuple(os.path.realpath(os.path.join(submission_dir, name))
+                               for name in os.listdir(submission_dir)),
+    }
+    channel.send({"event": "start", "calls": len(plan["calls"]),
+                  "imports_seconds": _IMPORTED_AT - _STARTED_AT,
+                  "warm_up_seconds": warm_up_seconds})
+    child = _Child(lambda report_fd: _child_main(report_fd, job), channel_fd=channel.fd)
+    supervisor = _Supervisor(channel, plan, out_dir, sole_user="--sole-user" in argv)
+    os._exit(supervisor.run(child))
 
 
 def _limit_address_space(limit: Any) -> None:

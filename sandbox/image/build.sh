@@ -61,8 +61,9 @@ cp "$ROOT/sandbox/image/Dockerfile" "$ROOT/sandbox/image/requirements.txt" \
 # Hard links when the cache is on the same file system: the torch wheel is large.
 cp -l "$wheels"/*.whl "$context/wheels/" 2>/dev/null || cp "$wheels"/*.whl "$context/wheels/"
 
+# No network: everything the build needs is in the context.
 echo "building $IMAGE on $BASE_IMAGE"
-docker build --quiet --build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "INPUTS_HASH=$HASH" \
+docker build --quiet --network none --build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "INPUTS_HASH=$HASH" \
     --tag "$IMAGE" "$context" >/dev/null
 rm -rf "$context"
 echo "built $IMAGE in $((SECONDS - started))s"

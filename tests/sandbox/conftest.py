@@ -4,7 +4,8 @@ Docker tests need an engine and the image of this checkout. Where either is miss
 skipped with one loud line in the summary, except in CI (``CI=true``), where a docker test that
 cannot run is a failure: CI starts an engine (``scripts/ensure-docker.sh``) and builds the image
 (``make sandbox-image``) first. The ``docker_backend`` fixture is the hook for suites that run
-code through the real backend (the hostile-code suite).
+code through the real backend (the hostile-code suite); ``gvisor_backend`` is the same under
+gVisor and ``any_docker_backend`` runs a test under both.
 """
 
 from __future__ import annotations
@@ -66,6 +67,28 @@ def docker_backend(docker_client: docker.DockerClient) -> Iterator[DockerBackend
     backend = DockerBackend(client=docker_client, settings=DockerSettings(pool_size=2))
     yield backend
     backend.close()
+
+
+GVISOR_RUNTIME = "runsc"
+
+
+@pytest.fixture(scope="session")
+def gvisor_backend(docker_client: docker.DockerClient) -> Iterator[DockerBackend]:
+    """The Docker backend under gVisor (``runsc``, registered by scripts/ensure-docker.sh)."""
+    if GVISOR_RUNTIME not in (docker_client.info().get("Runtimes") or {}):
+        _docker_unavailable(f"the engine has no {GVISOR_RUNTIME} runtime")
+    backend = DockerBackend(client=docker_client,
+                            settings=DockerSettings(pool_size=2, runtime=GVISOR_RUNTIME))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(params=["runc", GVISOR_RUNTIME])
+def any_docker_backend(request: pytest.FixtureRequest) -> DockerBackend:
+    """The Docker backend under each OCI runtime: Docker's default, then gVisor."""
+    name = "docker_backend" if request.param == "runc" else "gvisor_backend"
+    backend: DockerBackend = request.getfixturevalue(name)
+    return backend
 
 
 @pytest.fixture

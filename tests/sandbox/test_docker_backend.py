@@ -14,8 +14,14 @@ from safetensors.torch import load
 
 from sandbox.base import Limits, RunResult, Termination
 from sandbox.docker_backend import DockerBackend, DockerSettings
-from sandbox.docker_pool import owner_id
-from sandbox.docker_sandbox import LABEL_OWNER, ContainerSpec, SandboxContainer
+from sandbox.docker_pool import owner_id, wait_until_ready
+from sandbox.docker_sandbox import (
+    INIT_USER,
+    LABEL_OWNER,
+    SANDBOX_USER,
+    ContainerSpec,
+    SandboxContainer,
+)
 from sandbox.local import LocalBackend
 from tests.sandbox.sandbox_jobs import ATTENTION, attention_call, events_of, make_job
 
@@ -62,7 +68,7 @@ def test_container_is_created_with_deny_by_default_settings(
     }
     assert f"size={limits.tmpfs_bytes}" in host["Tmpfs"]["/tmp"]
     assert host["LogConfig"]["Config"]["max-size"]
-    assert attrs["Config"]["User"] == "65534:65534"
+    assert attrs["Config"]["User"] == INIT_USER != SANDBOX_USER
     assert attrs["Config"]["Labels"][LABEL_OWNER] == spec.owner
     mounts = {m["Destination"]: m for m in attrs["Mounts"]}
     assert set(mounts) == {"/job", "/out"}
@@ -82,6 +88,13 @@ def writable(path):
     except OSError:
         return False
 
+def signals_init():
+    try:
+        os.kill(1, 0)
+        return True
+    except OSError:
+        return False
+
 def connects(host, port):
     try:
         socket.create_connection((host, port), timeout=1).close()
@@ -95,6 +108,10 @@ raise RuntimeError(json.dumps({
     "cap_eff": status["CapEff"].strip(),
     "no_new_privs": status["NoNewPrivs"].strip(),
     "writable": [p for p in ("/evil", "/job/evil", "/usr/evil", "/tmp/ok") if writable(p)],
+    "log_writable": [p for p in ("/proc/1/fd/1", "/proc/1/fd/2") if writable(p)],
+    "supervisor_reachable": [p for p in (f"/proc/{os.getppid()}/fd/1",
+                                         f"/proc/{os.getppid()}/mem") if writable(p)],
+    "signals_init": signals_init(),
     "interfaces": sorted(name for _, name in socket.if_nameindex()),
     "redis": connects("127.0.0.1", 6379),
     "environment": sorted(os.environ),
@@ -111,6 +128,9 @@ def test_student_code_sees_a_locked_down_machine(docker_backend: DockerBackend) 
     assert int(facts["cap_eff"], 16) == 0
     assert facts["no_new_privs"] == "1"
     assert facts["writable"] == ["/tmp/ok"]
+    assert facts["log_writable"] == []
+    assert facts["supervisor_reachable"] == []
+    assert facts["signals_init"] is False
     assert facts["interfaces"] == ["lo"]
     assert facts["redis"] is False
     assert not any("SECRET" in name or "PASSWORD" in name for name in facts["environment"])
@@ -184,6 +204,36 @@ def test_an_output_flood_is_reported_as_output_limit(
     assert len(getattr(result, stream)) == limits.kept_output_bytes
 
 
+LOG_FLOOD = """
+import os
+for pid in os.listdir("/proc"):
+    for fd in ("1", "2"):
+        try:
+            target = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY)
+        except OSError:
+            continue
+        if pid not in ("self", "thread-self", str(os.getpid())):
+            for _ in range(64):
+                os.write(target, b"x" * 65536)
+"""
+
+
+def test_a_flood_of_the_container_log_cannot_start(
+    docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    spec = ContainerSpec(image=DockerSettings().image, owner=owner_id(), workdir=tmp_path)
+    sandbox = SandboxContainer(docker_client, spec, Limits(), label="test",
+                               lifetime_seconds=120)
+    try:
+        wait_until_ready(sandbox, 120)
+        result = sandbox.run(make_job(LOG_FLOOD))
+        logged = sandbox.container.logs(stdout=True, stderr=True)
+    finally:
+        sandbox.destroy()
+    assert result.termination is Termination.EXITED
+    assert logged == b""
+
+
 def test_results_over_the_limit_are_reported_as_output_limit(
     docker_backend: DockerBackend,
 ) -> None:
@@ -201,7 +251,6 @@ def test_links_in_the_output_channel_are_not_followed(
     secret.write_text("HOST-SECRET")
     source = f"""
 import os
-os.remove("/out/events.jsonl")
 os.symlink({str(secret)!r}, "/out/events.jsonl")
 os.rmdir("/out/tensors")
 os.symlink({str(tmp_path)!r}, "/out/tensors")
@@ -210,7 +259,9 @@ os._exit(0)
 """
     result = docker_backend.run(make_job(source), Limits())
     assert result.termination is Termination.EXITED
-    assert result.events == b""
+    assert [e["event"] for e in events_of(result.events)] == ["start", "integrity", "done"]
+    assert b"HOST-SECRET" not in result.events
+    assert not result.forged_events_file
     assert result.tensor_files == {}
     assert secret.read_text() == "HOST-SECRET"
 

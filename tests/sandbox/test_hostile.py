@@ -49,6 +49,7 @@ class HostileCase:
     short: bool
     local_markers: tuple[str, ...]
     xfail: str
+    flags: frozenset[str] = frozenset()
 
     @property
     def path(self) -> Path:
@@ -69,6 +70,7 @@ def _cases(backend: str) -> list[Any]:
             short=bool(entry.get("short", False)),
             local_markers=tuple(entry.get("local_markers", [])),
             xfail=str(expected.get("xfail", "")),
+            flags=frozenset(expected.get("flags", [])),
         )
         strict = not expected.get("flaky", False)
         marks = [pytest.mark.xfail(reason=case.xfail, strict=strict)] if case.xfail else []
@@ -122,6 +124,8 @@ def _assert_verdict(document: dict[str, Any], case: HostileCase, assignment: Ass
     codes = frozenset(diagnosis["code"] for diagnosis in document["diagnoses"])
     failed = [(test["number"], test["output"]) for test in document["tests"] if test["output"]]
     assert (document["score"], codes) == (case.score, case.codes), (document["output"], failed)
+    raised = {flag["flag"] for flag in document["autograde"]["integrity"]}
+    assert case.flags <= raised, document["autograde"]["integrity"]
 
 
 def _assert_markers(allowed: tuple[str, ...]) -> None:
@@ -192,6 +196,7 @@ def test_correct_submission_grades_normally_after_hostile_local(
     document = GradingPipeline(backend=local_backend).grade(
         attention, {"attention.py": CORRECT.read_bytes()}, seed=SEED)
     assert (document["score"], document["diagnoses"]) == (10.0, [])
+    assert document["autograde"]["integrity"] == []
 
 
 # --------------------------------------------------------------------------------------------
@@ -208,20 +213,21 @@ def _owned_containers(client: Any, owner: str) -> list[Any]:
 @pytest.mark.docker
 @pytest.mark.parametrize("case", _cases("docker"))
 def test_hostile_submission_docker(case: HostileCase, attention: Assignment, docker_client: Any,
-                                   docker_backend: Any, markers: Path) -> None:
-    document = _grade(docker_backend, attention, case)
+                                   any_docker_backend: Any, markers: Path) -> None:
+    document = _grade(any_docker_backend, attention, case)
     _assert_verdict(document, case, attention)
     _assert_markers(())
     # The run's container is gone: only the warm pool (refilling) may remain.
     deadline = time.monotonic() + 15
-    while len(_owned_containers(docker_client, docker_backend.owner)) > DOCKER_POOL_SIZE:
+    while len(_owned_containers(docker_client, any_docker_backend.owner)) > DOCKER_POOL_SIZE:
         assert time.monotonic() < deadline, "a container of the run was left behind"
         time.sleep(0.2)
 
 
 @pytest.mark.docker
 def test_correct_submission_grades_normally_after_hostile_docker(
-        attention: Assignment, docker_backend: Any) -> None:
-    document = GradingPipeline(backend=docker_backend).grade(
+        attention: Assignment, any_docker_backend: Any) -> None:
+    document = GradingPipeline(backend=any_docker_backend).grade(
         attention, {"attention.py": CORRECT.read_bytes()}, seed=SEED)
     assert (document["score"], document["diagnoses"]) == (10.0, [])
+    assert document["autograde"]["integrity"] == []

@@ -15,7 +15,7 @@ def test_float32_rounding_is_tolerated_but_a_real_difference_is_not() -> None:
 
 
 def test_float64_tolerance_is_tighter_than_float32() -> None:
-    assert tolerance(torch.float64, torch.float64)[0] < tolerance(torch.float32, torch.float32)[0]
+    assert tolerance(torch.float64)[0] < tolerance(torch.float32)[0]
     x = torch.randn(3, dtype=torch.float64)
     assert not tensors_close(x + 1e-5, x)
 
@@ -23,6 +23,22 @@ def test_float64_tolerance_is_tighter_than_float32() -> None:
 def test_values_are_compared_across_float_dtypes() -> None:
     x = torch.randn(3, 3, dtype=torch.float64)
     assert tensors_close(x.float(), x)
+
+
+def test_the_tolerance_is_the_expected_dtypes_never_the_returned_ones() -> None:
+    # A float16 answer to a float32 question: float16's rounding (about 5e-4 relative) is over
+    # float32's tolerance, so half precision is no way to a looser comparison.
+    expected = torch.linspace(0.5, 4.0, 64)
+    assert not tensors_close(expected.half(), expected)
+    assert tensors_close(expected.half(), expected.half())
+    # ... and an answer off by 1 % passes nowhere at float32, whatever dtype it comes in.
+    off = expected * 1.01
+    assert not tensors_close(off.half(), expected)
+    assert not tensors_close(off.bfloat16(), expected)
+    # A float32 answer to a float64 question is held to float64's tolerance.
+    precise = torch.linspace(0.5, 4.0, 64, dtype=torch.float64)
+    assert not tensors_close((precise * (1 + 1e-5)).float(), precise)
+    assert tensors_close((precise * (1 + 1e-5)).float(), precise.float())
 
 
 def test_shapes_must_agree() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
 from pathlib import Path
@@ -21,6 +22,10 @@ def plan(attention: Assignment) -> ProbePlan:
 
 
 def _run(events: list[object], tensors: dict[str, bytes] | None = None) -> RunResult:
+    """A run of these events, each tensor file pinned by its hash as the supervisor does."""
+    for event in events:
+        if isinstance(event, dict) and event.get("tensors") in (tensors or {}):
+            event.setdefault("sha256", hashlib.sha256(tensors[event["tensors"]]).hexdigest())
     lines = b"".join(
         (json.dumps(e) if not isinstance(e, bytes) else e.decode()).encode() + b"\n"
         for e in events)
@@ -45,11 +50,41 @@ def test_a_call_without_a_report_is_lost(plan: ProbePlan) -> None:
     assert {outcome.status for outcome in run.calls.values()} == {"lost"}
 
 
-def test_a_call_reported_twice_is_invalid(plan: ProbePlan) -> None:
+def test_the_first_report_of_a_call_is_kept_and_a_second_flagged(plan: ProbePlan) -> None:
     tensors = {"tensors/0000.safetensors": save({"out.0": torch.zeros(2), "out.1": torch.zeros(2)})}
-    run = parse_run(_run([_ok_call("plain", "tensors/0000.safetensors"),
-                          _ok_call("plain", "tensors/0000.safetensors")], tensors), plan)
+    forged = {**_ok_call("plain"), "status": "raised", "stages": []}
+    run = parse_run(_run([_ok_call("plain", "tensors/0000.safetensors"), forged], tensors), plan)
+    assert run.calls["plain"].status == "ok"
+    assert [flag.flag for flag in run.integrity] == ["duplicate-report"]
+
+
+def test_a_tensor_file_rewritten_after_its_report_is_refused_and_flagged(
+        plan: ProbePlan) -> None:
+    reported = save({"out.0": torch.zeros(2), "out.1": torch.zeros(2)})
+    event = {**_ok_call("plain", "tensors/0000.safetensors"),
+             "sha256": hashlib.sha256(reported).hexdigest()}
+    rewritten = {"tensors/0000.safetensors": save({"out.0": torch.ones(2),
+                                                   "out.1": torch.ones(2)})}
+    run = parse_run(_run([event], rewritten), plan)
     assert run.calls["plain"].status == "invalid"
+    assert [flag.flag for flag in run.integrity] == ["output-rewritten"]
+
+
+def test_a_tensor_file_the_runner_did_not_pin_is_refused(plan: ProbePlan) -> None:
+    tensors = {"tensors/0000.safetensors": save({"out.0": torch.zeros(2), "out.1": torch.zeros(2)})}
+    event = {**_ok_call("plain", "tensors/0000.safetensors"), "sha256": None}
+    assert parse_run(_run([event], tensors), plan).calls["plain"].status == "invalid"
+
+
+def test_integrity_flags_of_the_runner_and_the_output_folder_reach_the_run(
+        plan: ProbePlan) -> None:
+    result = _run([{"event": "integrity", "flags": [
+        {"flag": "trap-patched", "evidence": "torch.x was replaced"}, "junk", {"flag": 3}]}])
+    result.forged_events_file = True
+    run = parse_run(result, plan)
+    assert [(f.flag, f.evidence) for f in run.integrity] == [
+        ("output-folder-written", "an events file was written into the output folder"),
+        ("trap-patched", "torch.x was replaced")]
 
 
 def test_garbage_lines_and_unknown_calls_are_ignored(plan: ProbePlan) -> None:
