@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from typing import Any
 
-from celery import Celery, Task
+from celery import Celery, Task, bootsteps
 from celery.signals import worker_process_init, worker_process_shutdown
 from flask import Flask, current_app
 
 from service.config import celery_settings
 from service.db import database, session
 from service.events import Announcer
-from service.grading import Grader, GradingPolicy
+from service.grading import Grader, GradingPolicy, reap
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,41 @@ def celery_init_app(app: Flask) -> Celery:
 
     worker_process_init.connect(after_fork, weak=False)
     worker_process_shutdown.connect(at_exit, weak=False)
+    celery.steps["consumer"].add(_resend_on_connect(app))
     return celery
+
+
+def _resend_on_connect(app: Flask) -> type[bootsteps.StartStopStep]:
+    """A consumer step run each time the worker (re)connects to the broker: it sends again every
+    submission still queued in the database, and re-queues claims whose worker is gone.
+
+    A broker restarted without persistence has lost its queue, and a worker killed with -9
+    leaves its messages unacknowledged until the visibility timeout: this makes both come back
+    within seconds of the broker or the worker returning, not at the reaper's stale period.
+    Duplicates are harmless (a second delivery finds the submission claimed or done)."""
+
+    class ResendQueued(bootsteps.StartStopStep):  # type: ignore[misc]
+        requires = ("celery.worker.consumer.tasks:Tasks",)
+
+        def start(self, consumer: Any) -> None:
+            threading.Thread(target=self._resend, name="autograde-resend", daemon=True).start()
+
+        @staticmethod
+        def _resend() -> None:
+            with app.app_context():
+                try:
+                    counts = reap(session(), policy=GradingPolicy.from_config(app.config),
+                                  queued_stale_seconds=0, enqueue=enqueue,
+                                  announcer=current_announcer())
+                    if counts["requeued"]:
+                        log.info("connected to the broker: sent %s queued submissions again",
+                                 counts["requeued"])
+                except Exception:  # the reaper's next run sends them
+                    log.exception("could not send queued submissions again after connecting")
+                finally:
+                    database().sessions.remove()
+
+    return ResendQueued
 
 
 def enqueue(submission_id: int) -> None:

@@ -66,7 +66,9 @@ def _check_rate(session: Session, user: User, assignment: CourseAssignment, limi
     recent = list(session.scalars(
         select(Submission.requested_at).where(
             Submission.user_id == user.id, Submission.assignment_id == assignment.id,
-            Submission.requested_at > since).order_by(Submission.requested_at)))
+            Submission.requested_at > since,
+            # What we failed to grade is not the student's to pay for.
+            Submission.status != SubmissionStatus.FAILED).order_by(Submission.requested_at)))
     if len(recent) >= limit.count:
         retry = recent[len(recent) - limit.count] + timedelta(seconds=limit.window_seconds) - now
         seconds = max(1, math.ceil(retry.total_seconds()))
@@ -118,6 +120,9 @@ def submission_json(session: Session, submission: Submission, viewer: User) -> d
         "user": submission.user.username,
         "status": submission.status.value,
         "attempts": submission.attempts,
+        "interruptions": submission.interruptions,
+        "waiting_for_sandbox": submission.status is SubmissionStatus.QUEUED
+        and submission.message is not None,
         "late": submission.late,
         "message": submission.message,
         "files": [{"name": f.name, "sha256": f.sha256, "size": f.size} for f in submission.files],
@@ -157,7 +162,7 @@ def requeue_for_regrade(submission: Submission) -> bool:
     if submission.status in (SubmissionStatus.QUEUED, SubmissionStatus.RUNNING):
         return False
     submission.round += 1
-    submission.attempts = 0
+    submission.attempts = submission.interruptions = submission.workers_lost = 0
     submission.status = SubmissionStatus.QUEUED
     submission.attempt_token = None
     submission.claimed_by = None
