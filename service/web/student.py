@@ -20,13 +20,12 @@ from werkzeug.datastructures import FileStorage
 from werkzeug.wrappers import Response as BaseResponse
 
 from assignments import load_assignment
-from service.accounts import authenticate
 from service.catalogue import assignment_detail, public_file
 from service.celery_app import enqueue
 from service.courses import find_assignment, visible_assignments
 from service.dashboard import best_scores, pointed_lines, taught_courses
 from service.db import session
-from service.errors import ServiceError, Unauthorized
+from service.errors import ServiceError
 from service.models import CourseAssignment, Submission, SubmissionStatus, User
 from service.submissions import (
     my_submissions,
@@ -39,6 +38,7 @@ from service.uploads import UploadLimits, read_upload
 from service.web.forms import ButtonForm, LoginForm, SubmitForm
 from service.web.pages import page_blueprint
 from service.web.render import code_file, markdown
+from service.web.security import throttled_authenticate
 from service.web.session_auth import log_in, log_out, login_page, page_user, web_user
 
 blueprint = page_blueprint("web", __name__)
@@ -62,18 +62,13 @@ def home() -> BaseResponse:
 def login() -> str | BaseResponse | tuple[str, int, dict[str, str]]:
     form = LoginForm()
     if form.validate_on_submit():
-        throttle = current_app.extensions["autograde.login_throttle"]
-        address, name = request.remote_addr or "-", form.username.data or ""
-        if not throttle.allowed(address, name):
-            seconds = throttle.retry_after(address, name)
-            flash(f"Too many failed logins; try again in {seconds} s.", "error")
-            return render_template("login.html", form=form), 429, {"Retry-After": str(seconds)}
         try:
-            user = authenticate(session(), username=name, password=form.password.data or "")
-        except Unauthorized as error:
-            throttle.failed(address, name)
+            user = throttled_authenticate(form.username.data or "", form.password.data or "")
+        except ServiceError as error:
             flash(error.detail, "error")
-            return render_template("login.html", form=form), 401, {}
+            headers = {"Retry-After": str(error.extra["retry_after"])} \
+                if "retry_after" in error.extra else {}
+            return render_template("login.html", form=form), error.status, headers
         session().commit()
         log_in(user)
         return redirect(_safe_next(request.args.get("next")))
