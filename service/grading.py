@@ -35,6 +35,7 @@ from assignments import Assignment, load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable
 from service.db import rows_changed
+from service.edge import replace_unstorable
 from service.events import SILENT, Announcer, Event
 from service.models import LatePolicy, Result, Submission, SubmissionStatus, utcnow
 
@@ -178,6 +179,7 @@ def store_result(session: Session, claim_: Claim, document: dict[str, Any],
         log.info("submission %s: claim %s no longer in force; result dropped",
                  claim_.submission_id, claim_.token)
         return False
+    document = replace_unstorable(document)  # text from the sandbox, storable and showable
     score = float(document["score"])
     session.add(Result(submission_id=claim_.submission_id, round=claim_.round, score=score,
                        final_score=_after_late_policy(submission, score),

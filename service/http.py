@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import request
+from werkzeug.exceptions import BadRequest
 
 from service.errors import ServiceError, UnsupportedMedia
 
@@ -12,7 +13,10 @@ from service.errors import ServiceError, UnsupportedMedia
 def json_body(*required: str) -> dict[str, Any]:
     if not request.is_json:
         raise UnsupportedMedia("Send a JSON body (Content-Type: application/json).")
-    body = request.get_json(silent=True)
+    try:
+        body = request.get_json()
+    except BadRequest as exc:
+        raise ServiceError(f"The body is not acceptable JSON: {exc.description}") from None
     if not isinstance(body, dict):
         raise ServiceError("The body is not a JSON object.")
     missing = [name for name in required if not isinstance(body.get(name), str) or not body[name]]

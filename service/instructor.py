@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -116,10 +117,10 @@ def gradescope_results(submission: Submission) -> dict[str, Any] | None:
 SETTINGS: dict[str, Callable[[Any], Any]] = {
     "due_at": lambda v: None if v is None else _datetime(v),
     "late_policy": lambda v: LatePolicy(v),
-    "late_penalty_per_day": lambda v: _bounded(float(v), 0.0, 1.0),
-    "rate_limit_count": lambda v: None if v is None else int(_bounded(int(v), 1, 100000)),
-    "rate_limit_window_seconds": lambda v: None if v is None else int(_bounded(int(v), 1,
-                                                                              10**8)),
+    "late_penalty_per_day": lambda v: _bounded(_number(v), 0.0, 1.0),
+    "rate_limit_count": lambda v: None if v is None else _bounded(_integer(v), 1, 100000),
+    "rate_limit_window_seconds": lambda v: None if v is None else _bounded(_integer(v), 1,
+                                                                           10**8),
     "published": lambda v: _bool(v),
     "results_published": lambda v: _bool(v),
     "score_policy": lambda v: ScorePolicy(v),
@@ -134,15 +135,41 @@ def update_settings(assignment: CourseAssignment, changes: Mapping[str, Any]) ->
     for name, value in changes.items():
         try:
             setattr(assignment, name, SETTINGS[name](value))
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise ServiceError(f"Invalid value for {name}: {exc}") from None
 
 
+# Due dates outside these years are typing mistakes (and years 1 or 9999 cannot take a time
+# zone offset without leaving the calendar).
+DUE_YEARS = (2000, 2200)
+
+
 def _datetime(value: Any) -> datetime:
-    moment = datetime.fromisoformat(str(value))
+    if not isinstance(value, str) or len(value) > 64:
+        raise ValueError("give an ISO 8601 date and time, e.g. 2026-12-01T23:59:00+00:00")
+    moment = datetime.fromisoformat(value)
     if moment.tzinfo is None:
         raise ValueError("give a time zone, e.g. 2026-12-01T23:59:00+00:00")
-    return moment
+    if not DUE_YEARS[0] <= moment.year <= DUE_YEARS[1]:
+        raise ValueError(f"the year must be between {DUE_YEARS[0]} and {DUE_YEARS[1]}")
+    return moment.astimezone(UTC)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("must be a number")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError("must be a finite number")
+    return number
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("must be a whole number")
+    return value
 
 
 def _bounded(value: Any, low: Any, high: Any) -> Any:
