@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from flask import request
-from werkzeug.exceptions import BadRequest
 
+from service.edge import loads_checked
 from service.errors import ServiceError, UnsupportedMedia
 
 
@@ -14,9 +14,9 @@ def json_body(*required: str) -> dict[str, Any]:
     if not request.is_json:
         raise UnsupportedMedia("Send a JSON body (Content-Type: application/json).")
     try:
-        body = request.get_json()
-    except BadRequest as exc:
-        raise ServiceError(f"The body is not acceptable JSON: {exc.description}") from None
+        body = loads_checked(request.get_data(cache=True))
+    except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, InputError
+        raise ServiceError(f"The body is not acceptable JSON: {exc}"[:300]) from None
     if not isinstance(body, dict):
         raise ServiceError("The body is not a JSON object.")
     missing = [name for name in required if not isinstance(body.get(name), str) or not body[name]]
