@@ -22,13 +22,13 @@ import secrets
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import kombu.exceptions
 import redis.exceptions
 import sqlalchemy.exc
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from assignments import Assignment, load_assignment
@@ -331,6 +331,28 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     redis.exceptions.TimeoutError, ConnectionError)
 """A lost or refused connection to the database or the broker: the same operation may succeed
 when retried (unlike an error in what was asked)."""
+
+
+@dataclass(frozen=True)
+class SandboxStatus:
+    """What the dashboard says about the grading machines: submissions waiting for one."""
+
+    waiting: int
+    waiting_since: datetime | None
+
+    @property
+    def unavailable(self) -> bool:
+        return self.waiting > 0
+
+
+def sandbox_status(session: Session) -> SandboxStatus:
+    """Submissions queued because the sandbox was unavailable at their last try (they grade by
+    themselves when it is back; the message is cleared when they are graded)."""
+    count, since = session.execute(
+        select(func.count(), func.min(Submission.requested_at)).where(
+            Submission.status.in_((SubmissionStatus.QUEUED, SubmissionStatus.RUNNING)),
+            Submission.message == WAITING_MESSAGE)).one()
+    return SandboxStatus(int(count or 0), since)
 
 
 def is_connection_error(exc: BaseException) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from typing import Any
 
 from flask import (
     Response,
@@ -37,6 +38,7 @@ from service.dashboard import (
 )
 from service.db import session
 from service.errors import Forbidden, NotFound, ServiceError
+from service.grading import sandbox_status
 from service.instructor import (
     export_gradescope_document,
     export_scores_csv,
@@ -65,6 +67,12 @@ def _course(code: str) -> Course:
     if not teaches(session(), page_user(), course):
         raise Forbidden("Only the course's instructors may do this.")
     return course
+
+
+@blueprint.context_processor
+def grading_machines() -> dict[str, Any]:
+    """Every dashboard page says when submissions wait for the sandbox."""
+    return {"sandbox_status": sandbox_status(session())}
 
 
 @blueprint.get("/")
