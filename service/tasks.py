@@ -24,8 +24,9 @@ from service.lti.views import runtime as lti_runtime
 from service.webhooks.delivery import DELIVER_TASK, WebhookPolicy, deliver
 
 
+# max_retries=None on the task itself: in ``retry()``, None means "the task's default" (3).
 @shared_task(name=GRADE_TASK, bind=True, acks_late=True,  # type: ignore[untyped-decorator]
-             reject_on_worker_lost=True)
+             reject_on_worker_lost=True, max_retries=None)
 def grade_submission(self: Task, submission_id: int, resume: str | None = None) -> str:
     """Grade one submission (idempotent: a second delivery finds it claimed or done).
 
@@ -37,15 +38,14 @@ def grade_submission(self: Task, submission_id: int, resume: str | None = None) 
         outcome = current_grader().grade(session(), submission_id, resume=resume)
     except GradingInterrupted as interrupted:
         raise self.retry(args=[submission_id], kwargs={"resume": interrupted.token},
-                         countdown=retry_delay(self.request.retries + 1, config),
-                         max_retries=None) from interrupted
+                         countdown=retry_delay(self.request.retries + 1, config)
+                         ) from interrupted
     if outcome == "released":
         raise self.retry(args=[submission_id], kwargs={},
-                         countdown=config["SANDBOX_RETRY_SECONDS"], max_retries=None)
+                         countdown=config["SANDBOX_RETRY_SECONDS"])
     if outcome.startswith("interrupted:"):
         raise self.retry(args=[submission_id], kwargs={},
-                         countdown=retry_delay(int(outcome.partition(":")[2]), config),
-                         max_retries=None)
+                         countdown=retry_delay(int(outcome.partition(":")[2]), config))
     return outcome
 
 
