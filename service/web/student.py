@@ -174,6 +174,7 @@ def submission_status(submission_id: int) -> Response:
     found = readable_submission(session(), page_user(), submission_id)
     body = submission_json(session(), found, page_user())
     return jsonify(id=found.id, status=body["status"], attempts=body["attempts"],
+                   waiting_for_sandbox=body["waiting_for_sandbox"],
                    done=body["status"] in FINISHED, score=body["score"],
                    max_score=body["max_score"],
                    result_url=url_for("web.submission_result", submission_id=found.id))
