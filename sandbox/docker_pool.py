@@ -199,6 +199,12 @@ class Janitor:
     def __init__(self, client: docker.DockerClient, *, workdir: Path) -> None:
         self._client = client
         self._workdir = workdir
+        # Containers seen stopped at the previous sweep: a sandbox container runs until it is
+        # removed, so one still stopped a sweep later is dead (an engine restart stops them
+        # all, and a worker that is alive never removes what its pool had lost).
+        self._stopped: set[str] = set()
+        self._dead_names: set[str] = set()
+        self._unattached: set[str] = set()  # volumes seen without their container
 
     def sweep(self) -> int:
         """Remove what is abandoned now; the number of containers removed."""
@@ -208,24 +214,44 @@ class Janitor:
         live: set[str] = set()
         # The low-level listing: the high-level one inspects each container and fails on one
         # that a worker removes meanwhile.
+        stopped: set[str] = set()
         for container in self._client.api.containers(all=True, filters=selector):
-            if _abandoned(container.get("Labels") or {}, now):
+            names = {name.lstrip("/") for name in container.get("Names") or []}
+            if container.get("State") in ("exited", "dead"):
+                stopped.add(container["Id"])
+            dead = container["Id"] in self._stopped and container["Id"] in stopped
+            if dead or _abandoned(container.get("Labels") or {}, now):
                 try:
                     self._client.api.remove_container(container["Id"], force=True)
                     removed += 1
+                    if dead:
+                        self._dead_names |= names
                 except docker.errors.NotFound:
                     pass
+                except docker.errors.APIError as exc:  # e.g. 409: its removal is in progress
+                    logger.info("janitor: container %s not removed now (%s)",
+                                container["Id"][:12], exc)
             else:
-                live.update(name.lstrip("/") for name in container.get("Names") or [])
+                live |= names
+        self._stopped = stopped
+        unattached: set[str] = set()
         for volume in self._client.volumes.list(filters=selector):
             labels = volume.attrs.get("Labels") or {}
-            if volume.name not in live and _abandoned(labels, now):
+            if volume.name not in live:
+                unattached.add(volume.name)
+            # A volume is created just before its container: without one for a whole sweep
+            # interval, its container is gone (removed while the volume's removal failed).
+            dead_volume = volume.name in self._dead_names or volume.name in self._unattached
+            if volume.name not in live and (dead_volume or _abandoned(labels, now)):
+                self._dead_names.discard(volume.name)
+                unattached.discard(volume.name)
                 try:
                     volume.remove(force=True)
                 except docker.errors.APIError:
                     logger.warning("janitor could not remove volume %s", volume.name)
             else:
                 live.add(volume.name)
+        self._unattached = unattached
         self._sweep_dirs(live, now)
         if removed:
             logger.info("janitor removed %d abandoned sandbox containers", removed)

@@ -17,6 +17,7 @@ from service import api, auth
 from service.celery_app import celery_init_app
 from service.config import load_config
 from service.db import Database, session
+from service.edge import install_edge_checks
 from service.errors import register_error_handlers
 from service.lti import init_lti
 from service.web import init_web
@@ -25,6 +26,7 @@ from service.web import init_web
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """Build the app: ``config`` overrides the ``AUTOGRADE_*`` environment and the defaults."""
     app = Flask("autograde", static_folder=None)
+    install_edge_checks(app)  # first: the id converter must be in place before any route
     app.config.update(load_config(config))
     app.config["MAX_CONTENT_LENGTH"] = app.config["MAX_UPLOAD_BYTES"]
     app.json.sort_keys = False  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ from pathlib import Path
 # their handlers: ``--help`` and the service's commands start in a fraction of a second.
 from assignments.spec import AssignmentError, list_assignments
 from service.cli_service import add_service_commands
+from service.terminal import terminal_safe
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args))
     except AssignmentError as exc:
-        print(f"autograde: {exc}", file=sys.stderr)
+        print(terminal_safe(f"autograde: {exc}"), file=sys.stderr)
         return 2
 
 
@@ -84,8 +85,8 @@ def _grade(args: argparse.Namespace) -> int:
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        print(f"{assignment.title} — {', '.join(str(p) for p in args.files)}\n")
-        print(render_report(document))
+        print(terminal_safe(f"{assignment.title} — {', '.join(str(p) for p in args.files)}\n"))
+        print(terminal_safe(render_report(document)))
     return 0
 
 

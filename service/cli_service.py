@@ -154,7 +154,9 @@ def _admin_commands(commands: Any) -> None:
 
 
 def _fail(message: str) -> int:
-    print(f"autograde: {message}", file=sys.stderr)
+    from service.terminal import terminal_safe
+
+    print(terminal_safe(f"autograde: {message}"), file=sys.stderr)
     return SERVICE_ERRORS
 
 

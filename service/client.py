@@ -13,6 +13,7 @@ from typing import Any, TextIO
 import requests
 
 from grader.report import render_report
+from service.terminal import terminal_safe
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -103,11 +104,14 @@ class Client:
         while True:
             body = self.submission(submission_id)
             status = body["status"]
+            if status == "queued" and body.get("waiting_for_sandbox"):
+                status = "queued (waiting for a grading machine; it will be graded by itself)"
             if status != last and progress is not None:
                 attempt = f" (attempt {body['attempts']})" if status == "running" and \
                     body["attempts"] > 1 else ""
                 print(f"  {status}{attempt}", file=progress, flush=True)
                 last = status
+            status = body["status"]
             if status in ("graded", "failed"):
                 return body
             if time.monotonic() > deadline:
@@ -136,20 +140,24 @@ def final_line(body: dict[str, Any]) -> str:
 
 
 def print_outcome(body: dict[str, Any], *, as_json: bool, out: TextIO = sys.stdout) -> int:
-    """The same report as ``autograde grade``; exit status 0 when graded."""
+    """The same report as ``autograde grade``; exit status 0 when graded. Text from the server
+    is stripped of terminal control sequences (JSON output escapes them)."""
+
+    def say(text: str) -> None:
+        print(terminal_safe(text), file=out)
+
     if as_json:
         json.dump(body["results"] if body.get("results") is not None else body, out, indent=2)
         out.write("\n")
     elif body["status"] == "graded" and body.get("results") is not None:
         names = ", ".join(f["name"] for f in body["files"])
-        print(f"{body['assignment']} — {names} (submission {body['id']})\n", file=out)
-        print(render_report(body["results"]), file=out)
-        print("\n" + final_line(body), file=out)
+        say(f"{body['assignment']} — {names} (submission {body['id']})\n")
+        say(render_report(body["results"]))
+        say("\n" + final_line(body))
         for comment in body.get("comments") or []:
-            print(f"\nFrom {comment.get('author') or 'your instructor'}: {comment['body']}",
-                  file=out)
+            say(f"\nFrom {comment.get('author') or 'your instructor'}: {comment['body']}")
     elif body["status"] == "failed":
-        print(f"Submission {body['id']} could not be graded: {body.get('message')}", file=out)
+        say(f"Submission {body['id']} could not be graded: {body.get('message')}")
     else:
-        print(f"Submission {body['id']}: {body['status']}", file=out)
+        say(f"Submission {body['id']}: {body['status']}")
     return 0 if body["status"] == "graded" else (1 if body["status"] == "failed" else 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 from service.queue import REAP_TASK, SEND_DUE_TASK, SYNC_ALL_TASK
 
 ENV_PREFIX = "AUTOGRADE"
+log = logging.getLogger(__name__)
 
 DEFAULTS: dict[str, Any] = {
     # Where data lives. The embedded default is one SQLite file and a kombu SQLAlchemy queue on
@@ -39,7 +41,11 @@ DEFAULTS: dict[str, Any] = {
     "VISIBILITY_TIMEOUT": 600,
     "LEASE_SECONDS": 150,
     "QUEUED_STALE_SECONDS": 900,
+    # Gradings that failed on the submission itself before it is `failed` with a message.
+    # Infrastructure interruptions (no sandbox, lost connections) never count; lost workers
+    # are bounded apart (a submission that kills its grading process each time); 0: no bound.
     "MAX_ATTEMPTS": 3,
+    "MAX_WORKER_LOSSES": 10,
     "REAPER_INTERVAL_SECONDS": 60,
     # Webhook and LMS deliveries: how often the periodic task sends what is due.
     "DELIVERY_SWEEP_SECONDS": 30,
@@ -54,7 +60,11 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_BACKOFF_SECONDS": 60,
     "WEBHOOK_BACKOFF_MAX_SECONDS": 6 * 3600,
     "WEBHOOK_ALLOWED_NETWORKS": "",
-    "SANDBOX_RETRY_SECONDS": 30,
+    # A grading interrupted by our side (no sandbox engine, a lost database or broker
+    # connection) is retried after SANDBOX_RETRY_SECONDS, doubling up to the maximum, for as
+    # long as it takes. The maximum bounds the wait after the fault ends.
+    "SANDBOX_RETRY_SECONDS": 3,
+    "SANDBOX_RETRY_MAX_SECONDS": 20,
     "TOKEN_DAYS": 90,
     # LTI 1.3. The tool's public base URL as the LMS reaches it (None: the request's host).
     "LTI_TOOL_URL": None,
@@ -114,7 +124,23 @@ def load_config(overrides: Mapping[str, Any] | None = None,
 
 def celery_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     """Celery settings derived from the service config (one visibility timeout everywhere)."""
-    transport: dict[str, Any] = {"visibility_timeout": config["VISIBILITY_TIMEOUT"]}
+    if int(config["SANDBOX_RETRY_MAX_SECONDS"]) * 2 >= int(config["VISIBILITY_TIMEOUT"]) or \
+            int(config["TASK_TIME_LIMIT"]) >= int(config["VISIBILITY_TIMEOUT"]):
+        # A retry waiting for its countdown, or a running task, past the visibility timeout is
+        # delivered a second time (harmless, the claim holds, but wasted work).
+        log.warning("VISIBILITY_TIMEOUT (%s s) should exceed TASK_TIME_LIMIT and twice "
+                    "SANDBOX_RETRY_MAX_SECONDS: tasks will be delivered twice",
+                    config["VISIBILITY_TIMEOUT"])
+    transport: dict[str, Any] = {
+        "visibility_timeout": config["VISIBILITY_TIMEOUT"],
+        # A Redis restart: connections are found dead quickly and commands retried, instead of
+        # a worker waiting on a socket that will never answer.
+        "socket_connect_timeout": 5,
+        "socket_timeout": 30,
+        "socket_keepalive": True,
+        "retry_on_timeout": True,
+        "health_check_interval": 10,
+    }
     if str(config["BROKER_URL"]).startswith("sqla+"):
         # kombu hands these to create_engine. The SQL transport has no visibility timeout: a
         # message taken by a worker that dies is not redelivered, the reaper re-queues it.
@@ -123,7 +149,12 @@ def celery_settings(config: Mapping[str, Any]) -> dict[str, Any]:
         "broker_url": config["BROKER_URL"],
         "broker_transport_options": transport,
         "broker_connection_retry_on_startup": True,
+        "broker_connection_retry": True,
         "broker_connection_max_retries": None,
+        # Publishing (enqueue, a retry) while the broker restarts: retried, not lost.
+        "task_publish_retry": True,
+        "task_publish_retry_policy": {"max_retries": 10, "interval_start": 0.5,
+                                      "interval_step": 1.0, "interval_max": 5.0},
         "task_default_queue": config["QUEUE"],
         "task_ignore_result": True,
         "task_acks_late": True,

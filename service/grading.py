@@ -4,6 +4,14 @@ A task may be delivered twice (a worker killed mid-run, a broker redelivery, the
 copy tries to claim the submission, only one claim is in force at a time, and only the holder of
 that claim may store the result. A claim whose holder died is taken over when its lease expires,
 or at once when the holder was a process of this host that no longer exists.
+
+Attempts count only what the submission did: a grading that failed on it (an error while grading
+its outputs, the task's soft time limit) uses one of ``MAX_ATTEMPTS``. Our infrastructure
+failing (no sandbox engine, a lost database or broker connection, a lost worker) is an
+*interruption*: counted for the instructor to see, retried with backoff for as long as it lasts,
+and the student reads that the submission waits for a grading machine. Only lost workers are
+bounded (``MAX_WORKER_LOSSES``): a submission that kills its grading process every time would
+otherwise hold a worker for ever.
 """
 
 from __future__ import annotations
@@ -17,6 +25,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import kombu.exceptions
+import redis.exceptions
+import sqlalchemy.exc
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -24,17 +35,33 @@ from assignments import Assignment, load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable
 from service.db import rows_changed
+from service.edge import replace_unstorable
 from service.events import SILENT, Announcer, Event
 from service.gradebook import deadline_of, rule_of
 from service.lateness import final_score, late_days
 from service.models import Result, Submission, SubmissionStatus, utcnow
+from service.waiting import WAITING_MESSAGE
 
 log = logging.getLogger(__name__)
 
 GAVE_UP_MESSAGE = (
-    "We could not grade this submission: grading was interrupted {attempts} times (not because "
-    "of your code). Your files are kept; your instructor can regrade it, or you may submit again "
+    "We could not grade this submission: grading it failed {attempts} times on our side (not "
+    "because of your code, and it has been logged). Your files are kept; your instructor can "
+    "regrade it, or you may submit again (this one does not count against your submission "
+    "limit).")
+WORKERS_LOST_MESSAGE = (
+    "We could not grade this submission: its grading process stopped {lost} times before it "
+    "finished. Your files are kept; your instructor can regrade it, or you may submit again "
     "(this one does not count against your submission limit).")
+
+
+class GradingInterrupted(Exception):
+    """Our infrastructure failed while this delivery held the claim (a lost database or broker
+    connection): the task retries, and the retry may take over the claim by its ``token``."""
+
+    def __init__(self, submission_id: int, token: str | None, cause: BaseException) -> None:
+        super().__init__(f"submission {submission_id}: {type(cause).__name__}: {cause}")
+        self.token = token
 
 
 @dataclass(frozen=True)
@@ -48,10 +75,12 @@ class Claim:
 class GradingPolicy:
     lease_seconds: int
     max_attempts: int
+    max_workers_lost: int = 10
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> GradingPolicy:
-        return cls(int(config["LEASE_SECONDS"]), int(config["MAX_ATTEMPTS"]))
+        return cls(int(config["LEASE_SECONDS"]), int(config["MAX_ATTEMPTS"]),
+                   int(config["MAX_WORKER_LOSSES"]))
 
 
 def worker_identity() -> str:
@@ -59,18 +88,32 @@ def worker_identity() -> str:
 
 
 def claim(session: Session, submission_id: int, policy: GradingPolicy,
-          announcer: Announcer = SILENT) -> Claim | None:
-    """Take the submission for grading, or None when it is not this delivery's to grade."""
+          announcer: Announcer = SILENT, *, resume: str | None = None) -> Claim | None:
+    """Take the submission for grading, or None when it is not this delivery's to grade.
+
+    ``resume`` is the token of a claim this task held when the database or broker failed
+    under it: the retry takes that claim over at once instead of waiting for its lease.
+    """
     submission = session.get(Submission, submission_id, populate_existing=True)
     if submission is None:
         log.warning("submission %s does not exist; dropping its task", submission_id)
         return None
-    if submission.status is SubmissionStatus.RUNNING and not _claim_abandoned(submission):
+    lost_worker = False
+    if submission.status is SubmissionStatus.RUNNING:
+        resumed = resume is not None and submission.attempt_token == resume
+        if not resumed and not _claim_abandoned(submission):
+            return None
+        lost_worker = not resumed
+    elif submission.status is not SubmissionStatus.QUEUED:
         return None
-    if submission.status not in (SubmissionStatus.QUEUED, SubmissionStatus.RUNNING):
-        return None
-    if submission.attempts >= policy.max_attempts:
+    # A claim taken over was ended by our side: it does not count against the submission.
+    taken_over = submission.status is SubmissionStatus.RUNNING
+    if attempts_used(submission) - int(taken_over) >= policy.max_attempts:
         give_up(session, submission, announcer)
+        return None
+    lost = submission.workers_lost + int(lost_worker)
+    if lost >= policy.max_workers_lost > 0:
+        give_up(session, submission, announcer, message=WORKERS_LOST_MESSAGE.format(lost=lost))
         return None
     token = secrets.token_hex(16)
     now = utcnow()
@@ -78,10 +121,18 @@ def claim(session: Session, submission_id: int, policy: GradingPolicy,
         .where(Submission.id == submission_id, Submission.status == submission.status,
                _same_token(submission.attempt_token))
         .values(status=SubmissionStatus.RUNNING, attempt_token=token,
-                attempts=Submission.attempts + 1, claimed_by=worker_identity(), started_at=now,
+                attempts=Submission.attempts + 1,
+                interruptions=Submission.interruptions + int(taken_over),
+                workers_lost=Submission.workers_lost + int(lost_worker),
+                claimed_by=worker_identity(), started_at=now,
                 lease_expires_at=now + timedelta(seconds=policy.lease_seconds)))
     session.commit()
     return Claim(submission_id, token, submission.round) if taken == 1 else None
+
+
+def attempts_used(submission: Submission) -> int:
+    """The claims of this round that ended because of the submission, not of our machines."""
+    return max(0, submission.attempts - submission.interruptions)
 
 
 def _same_token(token: str | None) -> Any:
@@ -90,6 +141,8 @@ def _same_token(token: str | None) -> Any:
 
 
 def _claim_abandoned(submission: Submission) -> bool:
+    """Whether the claim's holder stopped grading: its lease expired, or it was a process of
+    this host that is gone."""
     if submission.lease_expires_at is not None and submission.lease_expires_at < utcnow():
         return True
     host, _, pid = (submission.claimed_by or "").rpartition(":")
@@ -125,6 +178,7 @@ def store_result(session: Session, claim_: Claim, document: dict[str, Any],
         log.info("submission %s: claim %s no longer in force; result dropped",
                  claim_.submission_id, claim_.token)
         return False
+    document = replace_unstorable(document)  # text from the sandbox, storable and showable
     score = float(document["score"])
     session.add(Result(submission_id=claim_.submission_id, round=claim_.round, score=score,
                        final_score=_after_late_policy(session, submission, score,
@@ -148,31 +202,39 @@ def _after_late_policy(session: Session, submission: Submission, score: float,
                        rule=rule_of(assignment))
 
 
-def release(session: Session, claim_: Claim) -> None:
-    """Hand the submission back to the queue (the sandbox failed; it will be retried)."""
-    session.execute(
-        update(Submission)
+def release(session: Session, claim_: Claim, *, interrupted: bool) -> int:
+    """Hand the submission back to the queue to be retried; returns how many times it was
+    interrupted so far. ``interrupted``: our infrastructure failed (the student then reads that
+    it waits for a grading machine); otherwise grading failed on it and an attempt is used."""
+    values: dict[str, Any] = {"interruptions": Submission.interruptions + 1,
+                              "message": WAITING_MESSAGE} if interrupted else {}
+    rows_changed(session, update(Submission)
         .where(Submission.id == claim_.submission_id, Submission.attempt_token == claim_.token)
         .values(status=SubmissionStatus.QUEUED, attempt_token=None, claimed_by=None,
-                lease_expires_at=None, enqueued_at=utcnow())
-        .execution_options(synchronize_session=False))
+                lease_expires_at=None, enqueued_at=utcnow(), **values))
     session.commit()
+    count = session.scalar(select(Submission.interruptions)
+                           .where(Submission.id == claim_.submission_id))
+    return int(count or 0)
 
 
-def give_up(session: Session, submission: Submission, announcer: Announcer = SILENT) -> None:
+def give_up(session: Session, submission: Submission, announcer: Announcer = SILENT, *,
+            message: str | None = None) -> None:
     failed = rows_changed(session,
         update(Submission)
         .where(Submission.id == submission.id, Submission.status == submission.status,
                _same_token(submission.attempt_token))
         .values(status=SubmissionStatus.FAILED, attempt_token=None, lease_expires_at=None,
-                message=GAVE_UP_MESSAGE.format(attempts=submission.attempts)))
+                message=message or GAVE_UP_MESSAGE.format(attempts=attempts_used(submission))))
     if failed != 1:
         session.rollback()
         return
     announcer.record(session, submission, Event.FAILED)
     session.commit()
     announcer.send(session, submission.id)
-    log.error("submission %s failed after %s attempts", submission.id, submission.attempts)
+    log.error("submission %s failed after %s attempts (%s interruptions, %s workers lost)",
+              submission.id, submission.attempts, submission.interruptions,
+              submission.workers_lost)
 
 
 class Grader:
@@ -186,38 +248,68 @@ class Grader:
         self.policy = policy
         self._packages: dict[str, Assignment] = {}
 
-    def grade(self, session: Session, submission_id: int) -> str:
-        """Grade one submission; returns what happened (``graded``, ``skipped``, ``released``)."""
-        claim_ = claim(session, submission_id, self.policy, self.announcer)
-        if claim_ is None:
-            return "skipped"
+    def grade(self, session: Session, submission_id: int, *, resume: str | None = None) -> str:
+        """Grade one submission; returns what happened: ``graded``, ``skipped``, ``released``
+        (grading failed on it: retried, using an attempt) or ``interrupted:N`` (no sandbox,
+        the N-th interruption: retried with backoff, using nothing). A lost database or broker
+        connection raises GradingInterrupted for the task to retry."""
+        claim_: Claim | None = None
+        try:
+            claim_ = claim(session, submission_id, self.policy, self.announcer, resume=resume)
+            if claim_ is None:
+                return "skipped"
+            return self._grade_claimed(session, claim_)
+        except Exception as exc:
+            if not is_connection_error(exc):
+                raise
+            _quiet_rollback(session)
+            raise GradingInterrupted(submission_id, claim_.token if claim_ else None,
+                                     exc) from exc
+
+    def _grade_claimed(self, session: Session, claim_: Claim) -> str:
+        submission_id = claim_.submission_id
         submission = session.get(Submission, submission_id, populate_existing=True)
         assert submission is not None
         files = {f.name: f.content for f in submission.files}
-        package = self._package(submission.assignment.slug, submission.assignment_version)
         try:
-            document = self.pipeline.grade(package, files, seed=submission.seed,
-                                           label=f"submission-{submission_id}")
+            package = self._package(submission.assignment.slug, submission.assignment_version)
+            pipeline = self._ready_pipeline()
+            document = pipeline.grade(package, files, seed=submission.seed,
+                                      label=f"submission-{submission_id}")
         except SandboxUnavailable as exc:
             log.warning("submission %s: sandbox unavailable (%s); retrying later",
                         submission_id, exc)
-            release(session, claim_)
-            return "released"
-        except Exception:
-            # Our failure, not the student's (a bug, the soft time limit): try again later; the
-            # attempt bound turns a persistent failure into a `failed` with a message.
+            session.rollback()
+            return f"interrupted:{release(session, claim_, interrupted=True)}"
+        except Exception as exc:
+            if is_connection_error(exc):
+                raise
+            # Our failure on this submission (a bug, the soft time limit): try again later;
+            # the attempt bound turns a persistent failure into a `failed` with a message.
             log.exception("submission %s: grading raised; retrying later", submission_id)
             session.rollback()
-            release(session, claim_)
+            release(session, claim_, interrupted=False)
             return "released"
         stored = store_result(session, claim_, document, self.announcer)
         return "graded" if stored else "skipped"
 
+    def _ready_pipeline(self) -> GradingPipeline:
+        """The pipeline, built on first use; failing to build it (no engine, an engine error
+        while sweeping old containers) is the sandbox being unavailable, never the student's."""
+        if self._pipeline is None:
+            try:
+                self._pipeline = self._pipeline_factory()
+            except SandboxUnavailable:
+                raise
+            except Exception as exc:
+                log.exception("could not start the sandbox backend")
+                raise SandboxUnavailable(f"the sandbox backend did not start: "
+                                         f"{type(exc).__name__}: {exc}") from exc
+        return self._pipeline
+
     @property
     def pipeline(self) -> GradingPipeline:
-        if self._pipeline is None:
-            self._pipeline = self._pipeline_factory()
-        return self._pipeline
+        return self._ready_pipeline()
 
     def _package(self, slug: str, version: str) -> Assignment:
         """The package, loaded again only when the submission was made against another version
@@ -232,6 +324,27 @@ class Grader:
     def close(self) -> None:
         if self._pipeline is not None:
             self._pipeline.backend.close()
+
+
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError, sqlalchemy.exc.TimeoutError,
+    kombu.exceptions.OperationalError, redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError, ConnectionError)
+"""A lost or refused connection to the database or the broker: the same operation may succeed
+when retried (unlike an error in what was asked)."""
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    if isinstance(exc, CONNECTION_ERRORS):
+        return True
+    return isinstance(exc, sqlalchemy.exc.DBAPIError) and bool(exc.connection_invalidated)
+
+
+def _quiet_rollback(session: Session) -> None:
+    try:
+        session.rollback()
+    except Exception:  # the connection is gone; the session is discarded after the task
+        log.debug("rollback after a lost connection failed", exc_info=True)
 
 
 def reap(session: Session, *, policy: GradingPolicy, queued_stale_seconds: int,
@@ -252,15 +365,19 @@ def reap(session: Session, *, policy: GradingPolicy, queued_stale_seconds: int,
     for submission in list(session.scalars(running, execution_options=fresh)):
         if not _claim_abandoned(submission):
             continue
-        if submission.attempts >= policy.max_attempts:
-            give_up(session, submission, announcer)
+        lost = submission.workers_lost + 1
+        if lost >= policy.max_workers_lost > 0:
+            give_up(session, submission, announcer,
+                    message=WORKERS_LOST_MESSAGE.format(lost=lost))
             counts["failed"] += 1
             continue
         reset = rows_changed(session, update(Submission)
             .where(Submission.id == submission.id,
                    Submission.attempt_token == submission.attempt_token)
             .values(status=SubmissionStatus.QUEUED, attempt_token=None, claimed_by=None,
-                    lease_expires_at=None, enqueued_at=now))
+                    lease_expires_at=None, enqueued_at=now,
+                    interruptions=Submission.interruptions + 1,
+                    workers_lost=Submission.workers_lost + 1))
         session.commit()
         if reset == 1:
             enqueue(submission.id)

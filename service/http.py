@@ -6,13 +6,17 @@ from typing import Any
 
 from flask import request
 
+from service.edge import loads_checked
 from service.errors import ServiceError, UnsupportedMedia
 
 
 def json_body(*required: str) -> dict[str, Any]:
     if not request.is_json:
         raise UnsupportedMedia("Send a JSON body (Content-Type: application/json).")
-    body = request.get_json(silent=True)
+    try:
+        body = loads_checked(request.get_data(cache=True))
+    except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, InputError
+        raise ServiceError(f"The body is not acceptable JSON: {exc}"[:300]) from None
     if not isinstance(body, dict):
         raise ServiceError("The body is not a JSON object.")
     missing = [name for name in required if not isinstance(body.get(name), str) or not body[name]]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -304,7 +305,7 @@ def validate_settings(assignment: CourseAssignment, changes: Mapping[str, Any]
     for name, value in changes.items():
         try:
             values[name] = SETTINGS[name](value)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise ServiceError(f"Invalid value for {name}: {exc}") from None
     if "due_at" in values:
         zone = values.get("time_zone", assignment.time_zone)
@@ -345,7 +346,10 @@ def _datetime(value: Any, zone: str) -> datetime:
 def _number(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("must be a number")
-    return float(value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError("must be a finite number")
+    return number
 
 
 def _whole(value: Any) -> int:

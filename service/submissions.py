@@ -102,7 +102,9 @@ def rate_status(session: Session, user: User, assignment: CourseAssignment, limi
     recent = list(session.scalars(
         select(Submission.requested_at).where(
             Submission.user_id == user.id, Submission.assignment_id == assignment.id,
-            Submission.requested_at > since).order_by(Submission.requested_at)))
+            Submission.requested_at > since,
+            # What we failed to grade is not the student's to pay for.
+            Submission.status != SubmissionStatus.FAILED).order_by(Submission.requested_at)))
     if not recent:
         return RateStatus(0, limit, None)
     frees = recent[max(0, len(recent) - limit.count)]
@@ -180,6 +182,9 @@ def submission_json(session: Session, submission: Submission, viewer: User, *,
         "user": submission.user.username,
         "status": submission.status.value,
         "attempts": submission.attempts,
+        "interruptions": submission.interruptions,
+        "waiting_for_sandbox": submission.status is SubmissionStatus.QUEUED
+        and submission.message is not None,
         "round": submission.round,
         "late": scored.late,
         "late_days": scored.late_days,
@@ -257,7 +262,7 @@ def requeue_for_regrade(submission: Submission) -> bool:
     if submission.status in (SubmissionStatus.QUEUED, SubmissionStatus.RUNNING):
         return False
     submission.round += 1
-    submission.attempts = 0
+    submission.attempts = submission.interruptions = submission.workers_lost = 0
     submission.status = SubmissionStatus.QUEUED
     submission.attempt_token = None
     submission.claimed_by = None

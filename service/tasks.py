@@ -9,18 +9,22 @@ in ``service.grading``.
 
 from __future__ import annotations
 
+import logging
+import random
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from celery import Task, shared_task
-from flask import current_app
+from celery import Task, bootsteps, shared_task
+from flask import Flask, current_app
 
 from grader.pipeline import GradingPipeline
 from sandbox import create_backend
 from sandbox.selection import choose_backend
-from service.db import session
+from service.db import database, session
 from service.events import Announcer
-from service.grading import Grader, GradingPolicy, reap
+from service.grading import CONNECTION_ERRORS, Grader, GradingInterrupted, GradingPolicy, reap
 from service.lti.passback import GradePassback, PassbackSettings, publish
 from service.lti.services import (
     ServiceSettings,
@@ -39,6 +43,8 @@ from service.queue import (
     enqueue,
 )
 from service.webhooks.delivery import WebhookChannel, WebhookPolicy, deliver
+
+log = logging.getLogger(__name__)
 
 
 def current_announcer() -> Announcer:
@@ -69,14 +75,39 @@ def _pipeline_factory(name: str) -> Callable[[], GradingPipeline]:
     return build
 
 
+# max_retries=None on the task itself: in ``retry()``, None means "the task's default" (3).
 @shared_task(name=GRADE_TASK, bind=True, acks_late=True,  # type: ignore[untyped-decorator]
-             reject_on_worker_lost=True)
-def grade_submission(self: Task, submission_id: int) -> str:
-    """Grade one submission (idempotent: a second delivery finds it claimed or done)."""
-    outcome = current_grader().grade(session(), submission_id)
+             reject_on_worker_lost=True, max_retries=None)
+def grade_submission(self: Task, submission_id: int, resume: str | None = None) -> str:
+    """Grade one submission (idempotent: a second delivery finds it claimed or done).
+
+    Nothing is acknowledged away: no sandbox, or a lost database or broker connection, sends
+    the task again with backoff for as long as the fault lasts (the retry takes over the claim
+    it held); a grading that failed on the submission is retried within the attempt bound."""
+    config = current_app.config
+    try:
+        outcome = current_grader().grade(session(), submission_id, resume=resume)
+    except GradingInterrupted as interrupted:
+        raise self.retry(args=[submission_id], kwargs={"resume": interrupted.token},
+                         countdown=retry_delay(self.request.retries + 1, config)
+                         ) from interrupted
     if outcome == "released":
-        raise self.retry(countdown=current_app.config["SANDBOX_RETRY_SECONDS"], max_retries=None)
+        raise self.retry(args=[submission_id], kwargs={},
+                         countdown=config["SANDBOX_RETRY_SECONDS"])
+    if outcome.startswith("interrupted:"):
+        raise self.retry(args=[submission_id], kwargs={},
+                         countdown=retry_delay(int(outcome.partition(":")[2]), config))
     return outcome
+
+
+def retry_delay(interruption: int, config: Mapping[str, Any]) -> float:
+    """Backoff for the n-th interruption: base * 2^(n-1), capped (well under the broker's
+    visibility timeout, so a waiting retry is never delivered twice), with 20% jitter so a
+    burst of waiting submissions does not come back in one wave."""
+    base = float(config["SANDBOX_RETRY_SECONDS"])
+    cap = float(config["SANDBOX_RETRY_MAX_SECONDS"])
+    delay = min(cap, base * 2 ** min(max(interruption - 1, 0), 16))
+    return float(round(delay * random.uniform(0.8, 1.0), 2))
 
 
 @shared_task(name=REAP_TASK)  # type: ignore[untyped-decorator]
@@ -93,7 +124,15 @@ def send_due_deliveries() -> dict[str, int]:
     return current_announcer().send_all_due(session())
 
 
-@shared_task(name=DELIVER_TASK, bind=True, acks_late=True)  # type: ignore[untyped-decorator]
+# Deliveries whose database or broker connection drops are retried with backoff (the sweep
+# would find them too, minutes later).
+_RETRY_ON_CONNECTION_LOSS: dict[str, object] = {
+    "autoretry_for": CONNECTION_ERRORS, "retry_backoff": 2, "retry_backoff_max": 60,
+    "retry_jitter": True, "max_retries": None}
+
+
+@shared_task(name=DELIVER_TASK, bind=True, acks_late=True,  # type: ignore[untyped-decorator]
+             **_RETRY_ON_CONNECTION_LOSS)
 def deliver_webhook(self: Task, delivery_id: int) -> str:
     """One attempt at a webhook delivery; a failed one schedules its retry with a countdown
     (long backoffs are left to the periodic sweep). Duplicates find the attempt taken."""
@@ -103,7 +142,8 @@ def deliver_webhook(self: Task, delivery_id: int) -> str:
     return outcome.status
 
 
-@shared_task(name=PUBLISH_TASK, bind=True, acks_late=True)  # type: ignore[untyped-decorator]
+@shared_task(name=PUBLISH_TASK, bind=True, acks_late=True,  # type: ignore[untyped-decorator]
+             **_RETRY_ON_CONNECTION_LOSS)
 def publish_score(self: Task, delivery_id: int) -> str:
     """One attempt at sending a score to an LMS line item; a failed one retries with backoff.
     Duplicates find the delivery claimed or done."""
@@ -131,3 +171,37 @@ def sync_lms_rosters() -> int:
     for context_id in contexts:
         sync_lms_course.apply_async(args=[context_id], queue=current_app.config["QUEUE"])
     return len(contexts)
+
+
+def resend_on_connect(app: Flask) -> type[bootsteps.StartStopStep]:
+    """A worker consumer step run each time the worker (re)connects to the broker: it sends
+    again every submission still queued in the database, and re-queues claims whose worker is
+    gone (registered by ``service.worker``).
+
+    A broker restarted without persistence has lost its queue, and a worker killed with -9
+    leaves its messages unacknowledged until the visibility timeout: this makes both come back
+    within seconds of the broker or the worker returning, not at the reaper's stale period.
+    Duplicates are harmless (a second delivery finds the submission claimed or done)."""
+
+    class ResendQueued(bootsteps.StartStopStep):  # type: ignore[misc]
+        requires = ("celery.worker.consumer.tasks:Tasks",)
+
+        def start(self, consumer: Any) -> None:
+            threading.Thread(target=self._resend, name="autograde-resend", daemon=True).start()
+
+        @staticmethod
+        def _resend() -> None:
+            with app.app_context():
+                try:
+                    counts = reap(session(), policy=GradingPolicy.from_config(app.config),
+                                  queued_stale_seconds=0, enqueue=enqueue,
+                                  announcer=current_announcer())
+                    if counts["requeued"]:
+                        log.info("connected to the broker: sent %s queued submissions again",
+                                 counts["requeued"])
+                except Exception:  # the reaper's next run sends them
+                    log.exception("could not send queued submissions again after connecting")
+                finally:
+                    database().sessions.remove()
+
+    return ResendQueued

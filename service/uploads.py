@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import stat
 import zipfile
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -30,11 +31,20 @@ class UploadLimits:
                    config["ZIP_MAX_UNCOMPRESSED_BYTES"])
 
 
+MAX_NAME_BYTES = 255
+
+
 def read_upload(parts: Iterable[FileStorage], limits: UploadLimits) -> dict[str, bytes]:
-    """The files of a multipart upload by plain name; problems raise ServiceError (4xx)."""
+    """The files of a multipart upload by plain name (every part: pass them all, e.g.
+    ``request.files.getlist("files")``); problems raise ServiceError (4xx)."""
+    parts = list(parts)
+    if len(parts) > limits.max_files:
+        raise ServiceError(f"{len(parts)} files submitted; at most {limits.max_files} are "
+                           "accepted per submission.")
     files: dict[str, bytes] = {}
     for part in parts:
         name = PurePosixPath((part.filename or "").replace("\\", "/")).name
+        check_name(name)
         data = part.read(limits.max_file_bytes * 4 + 1)
         if name.endswith(".zip") or data.startswith(ZIP_MAGIC):
             _merge(files, read_zip(data, limits))
@@ -48,7 +58,7 @@ def read_upload(parts: Iterable[FileStorage], limits: UploadLimits) -> dict[str,
                            "`files`) or a .zip of them.")
     if len(files) > limits.max_files:
         raise ServiceError(f"{len(files)} files submitted; at most {limits.max_files} are "
-                           "accepted.")
+                           "accepted per submission.")
     for name, data in files.items():
         if len(data) > limits.max_file_bytes:
             raise TooLarge(f"{name} is {len(data) // 1024} KiB; a file may have at most "
@@ -79,8 +89,7 @@ def read_zip(data: bytes, limits: UploadLimits) -> dict[str, bytes]:
         if not name.endswith(".py"):
             raise UnsupportedMedia(f"The zip holds {entry.filename!r}; only .py files are "
                                    "accepted.")
-        with archive.open(entry) as handle:
-            content = handle.read(limits.max_file_bytes + 1)
+        content = _entry_bytes(archive, entry, limits.max_file_bytes + 1)
         if len(content) > limits.max_file_bytes:
             raise TooLarge(f"{entry.filename} unpacks to more than "
                            f"{limits.max_file_bytes // 1024} KiB.")
@@ -88,8 +97,45 @@ def read_zip(data: bytes, limits: UploadLimits) -> dict[str, bytes]:
     return files
 
 
+def _entry_bytes(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, limit: int) -> bytes:
+    """An entry's bytes (at most ``limit``): a damaged, encrypted or exotic entry is a 4xx."""
+    if entry.flag_bits & 0x1:
+        raise UnsupportedMedia(f"The zip entry {entry.filename!r} is encrypted; zip the files "
+                               "without a password.")
+    if entry.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise UnsupportedMedia(f"The zip entry {entry.filename!r} uses a compression method "
+                               f"({entry.compress_type}) that is not accepted; use the usual "
+                               "deflate (or none).")
+    try:
+        with archive.open(entry) as handle:
+            return handle.read(limit)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError,
+            ValueError, OSError) as exc:
+        raise UnsupportedMedia(f"The zip entry {entry.filename!r} cannot be read: it is "
+                               f"damaged ({type(exc).__name__}: {exc}"[:300] + ").") from None
+
+
+def check_name(name: str) -> None:
+    """A file name we can store and show: at most 255 bytes, no control characters, no NUL,
+    no lone surrogates (invalid Unicode), nothing that is not a plain name."""
+    shown = ascii(name)[:80]
+    if any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 for c in name):
+        raise ServiceError(f"The file name {shown} holds a control character; rename the "
+                           "file.")
+    if any(0xd800 <= ord(c) <= 0xdfff for c in name):
+        raise ServiceError(f"The file name {shown} is not valid Unicode; rename the file.")
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise ServiceError(f"The file name {shown}... is {len(name.encode())} bytes long; at "
+                           f"most {MAX_NAME_BYTES} are accepted.")
+    if name in (".", ".."):
+        raise ServiceError(f"{shown} is not a file name.")
+
+
 def _check_entry(entry: zipfile.ZipInfo) -> None:
     name = entry.filename.replace("\\", "/")
+    check_name(PurePosixPath(name).name if name.strip("/") else name)
+    if len(name.encode("utf-8", "surrogateescape")) > 4096:
+        raise ServiceError("A zip entry has a path over 4096 bytes long.")
     path = PurePosixPath(name)
     if name.startswith("/") or (len(name) > 1 and name[1] == ":"):
         raise ServiceError(f"The zip entry {entry.filename!r} has an absolute path; zip the files "

@@ -2,7 +2,9 @@
 
 The only module that imports the tasks, so only the worker loads the grading pipeline."""
 
-import service.tasks  # noqa: F401 - the tasks this worker runs, and what they run on
 from service.app import create_app
+from service.tasks import resend_on_connect
 
-celery = create_app().extensions["celery"]
+app = create_app()
+celery = app.extensions["celery"]
+celery.steps["consumer"].add(resend_on_connect(app))

@@ -342,6 +342,10 @@ def _schemas() -> dict[str, Any]:
             "course": {"type": "string"},
             "status": {"type": "string", "enum": ["queued", "running", "graded", "failed"]},
             "attempts": {"type": "integer"}, "late": {"type": "boolean"},
+            "interruptions": {"type": "integer", "description": "Gradings our infrastructure "
+                              "interrupted (retried, never counted against the submission)"},
+            "waiting_for_sandbox": {"type": "boolean", "description": "Queued until a grading "
+                                    "machine is available again"},
             "message": nullable_str,
             "score": {"type": "number", "nullable": True},
             "max_score": {"type": "number", "nullable": True},

@@ -95,7 +95,8 @@ def create_submission(slug: str) -> tuple[Response, int, dict[str, str]]:
     if request.mimetype != "multipart/form-data":
         raise UnsupportedMedia("Send the files as multipart/form-data (field `files`): one or "
                                "more .py files, or one .zip of them.")
-    files = read_upload(request.files.values(), UploadLimits.from_config(current_app.config))
+    files = read_upload([part for _, part in request.files.items(multi=True)],
+                        UploadLimits.from_config(current_app.config))
     submission = submit(session(), user=current_user(), assignment=target, files=files,
                         limit=rate_limit_for(target, current_app.config))
     session().commit()

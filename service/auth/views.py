@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, jsonify
 
-from service.accounts import authenticate, issue_token, revoke_token
+from service.accounts import issue_token, revoke_token
 from service.auth.tokens import current_token, current_user, login_required
 from service.db import session
 from service.errors import NotFound
 from service.http import json_body
 from service.serialise import token_json, user_json
+from service.web.security import throttled_authenticate
 
 blueprint = Blueprint("auth", __name__, url_prefix="/auth")
 
@@ -17,7 +18,7 @@ blueprint = Blueprint("auth", __name__, url_prefix="/auth")
 @blueprint.post("/login")
 def login() -> tuple[Response, int]:
     body = json_body("username", "password")
-    user = authenticate(session(), username=body["username"], password=body["password"])
+    user = throttled_authenticate(str(body["username"]), str(body["password"]))
     issued = issue_token(session(), user, name=str(body.get("token_name") or "cli")[:64],
                          days=current_app.config["TOKEN_DAYS"])
     session().commit()

@@ -23,7 +23,7 @@ from service.models.lti import (
     ScorePassback,
 )
 from service.models.submissions import Result, Submission, SubmissionFile, SubmissionStatus
-from service.models.users import ApiToken, Role, User
+from service.models.users import ApiToken, Role, User, WebSession
 from service.models.webhooks import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
     "SubmissionFile",
     "SubmissionStatus",
     "User",
+    "WebSession",
     "WebhookDelivery",
     "WebhookEndpoint",
     "utcnow",

@@ -39,6 +39,13 @@ class Submission(IdMixin, Base):
     """Grading round: 1, then one more per regrade; each round stores at most one result."""
     attempts: Mapped[int] = mapped_column(default=0)
     """Times a worker claimed the submission in this round (recorded on each claim)."""
+    interruptions: Mapped[int] = mapped_column(default=0)
+    """Of those, the claims our infrastructure ended (no sandbox engine, a lost database or
+    broker connection, a lost worker): retried without limit, shown to the instructor, never
+    counted against the submission. ``attempts - interruptions`` is what the bound counts."""
+    workers_lost: Mapped[int] = mapped_column(default=0)
+    """Of those, the gradings whose worker process died: bounded separately, so a submission
+    that kills its grading process every time cannot occupy workers for ever."""
     attempt_token: Mapped[str | None] = mapped_column(String(32))
     """Token of the claim in force: only its holder may store the result (compare-and-set)."""
     claimed_by: Mapped[str | None] = mapped_column(String(128))

@@ -52,3 +52,16 @@ class ApiToken(IdMixin, CreatedMixin, Base):
     revoked_at: Mapped[datetime | None]
 
     user: Mapped[User] = relationship(back_populates="tokens")
+
+
+class WebSession(IdMixin, CreatedMixin, Base):
+    """A logged-in browser: the cookie holds a random key, only its SHA-256 is stored, and
+    logging out deletes the row, so a copied cookie stops working."""
+
+    __tablename__ = "web_sessions"
+
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    expires_at: Mapped[datetime]
+
+    user: Mapped[User] = relationship()

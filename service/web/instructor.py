@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from typing import Any
 
 from flask import (
     Response,
@@ -45,6 +46,7 @@ from service.pagination import page_numbers
 from service.queue import enqueue
 from service.records import adjustments_of
 from service.submissions import readable_submission
+from service.waiting import sandbox_status
 from service.web.forms import ButtonForm, EnrolForm, NewUserForm, TokenForm
 from service.web.pages import page_blueprint
 from service.web.session_auth import login_page, page_user
@@ -65,6 +67,12 @@ def _course(code: str) -> Course:
     if not teaches(session(), page_user(), course):
         raise Forbidden("Only the course's instructors may do this.")
     return course
+
+
+@blueprint.context_processor
+def grading_machines() -> dict[str, Any]:
+    """Every dashboard page says when submissions wait for the sandbox."""
+    return {"sandbox_status": sandbox_status(session())}
 
 
 @blueprint.get("/")

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, Request, Response, request
+from flask import Flask, Request, Response, current_app, request
 from flask.sessions import SecureCookieSessionInterface
 from flask_wtf.csrf import CSRFProtect
 from limits import RateLimitItem, parse
@@ -19,8 +19,11 @@ from limits.strategies import MovingWindowRateLimiter
 log = logging.getLogger(__name__)
 
 WEB_DEFAULTS: dict[str, Any] = {
-    # Failed logins allowed per client address and per user name in the window.
+    # Failed logins allowed per client address in the window (then 429 for that address); past
+    # as many failures on one account, each login to it waits LOGIN_ACCOUNT_DELAY_SECONDS first
+    # (slowed, never locked: an attacker cannot lock the real user out).
     "LOGIN_LIMIT": "10 per 5 minutes",
+    "LOGIN_ACCOUNT_DELAY_SECONDS": 2.0,
     # memory:// counts per server process; a redis:// broker is shared by all of them.
     "LOGIN_LIMIT_STORAGE": None,
 }
@@ -42,7 +45,8 @@ def configure_web_security(app: Flask, csrf: CSRFProtect) -> None:
     csrf.init_app(app)
     app.extensions["autograde.login_throttle"] = LoginThrottle(
         app.config["LOGIN_LIMIT"], app.config["LOGIN_LIMIT_STORAGE"]
-        or _shared_storage(str(app.config.get("BROKER_URL", ""))))
+        or _shared_storage(str(app.config.get("BROKER_URL", ""))),
+        float(app.config["LOGIN_ACCOUNT_DELAY_SECONDS"]))
 
 
 class HttpsAwareSessionInterface(SecureCookieSessionInterface):
@@ -90,24 +94,65 @@ def _shared_storage(broker_url: str) -> str:
 
 
 class LoginThrottle:
-    """Counts failed logins per client address and per user name (a moving window)."""
+    """Failed logins, web and API alike: counted per client address (an address over the limit
+    is refused with 429 before any password is checked) and per account (an account over the
+    limit is slowed by a fixed delay per attempt, never locked, so someone guessing from many
+    addresses cannot keep its owner out)."""
 
-    def __init__(self, limit: str, storage_uri: str) -> None:
+    def __init__(self, limit: str, storage_uri: str, account_delay_seconds: float = 2.0) -> None:
         self.limit: RateLimitItem = parse(limit)
         self.window = MovingWindowRateLimiter(storage_from_string(storage_uri))
+        self.account_delay_seconds = account_delay_seconds
 
-    def _keys(self, address: str, username: str) -> list[str]:
-        return [f"login-address:{address}", f"login-user:{username.lower()}"]
+    @staticmethod
+    def _address_key(address: str) -> str:
+        return f"login-address:{address}"
 
-    def allowed(self, address: str, username: str) -> bool:
-        return all(self.window.test(self.limit, key)
-                   for key in self._keys(address, username))
+    @staticmethod
+    def _account_key(username: str) -> str:
+        return f"login-user:{username.lower()[:128]}"
+
+    def refused_for(self, address: str) -> int | None:
+        """Seconds until this address may try again, or None when it may now."""
+        key = self._address_key(address)
+        if self.window.test(self.limit, key):
+            return None
+        reset = self.window.get_window_stats(self.limit, key).reset_time
+        return max(1, int(reset - time.time()))
+
+    def account_delay(self, username: str) -> float:
+        """How long a login to this account waits before its password is checked."""
+        return 0.0 if self.window.test(self.limit, self._account_key(username)) \
+            else self.account_delay_seconds
 
     def failed(self, address: str, username: str) -> None:
-        for key in self._keys(address, username):
-            self.window.hit(self.limit, key)
+        self.window.hit(self.limit, self._address_key(address))
+        self.window.hit(self.limit, self._account_key(username))
 
-    def retry_after(self, address: str, username: str) -> int:
-        resets = [self.window.get_window_stats(self.limit, key).reset_time
-                  for key in self._keys(address, username)]
-        return max(1, int(max(resets) - time.time()))
+
+def login_throttle() -> LoginThrottle:
+    throttle: LoginThrottle = current_app.extensions["autograde.login_throttle"]
+    return throttle
+
+
+def throttled_authenticate(username: str, password: str) -> Any:
+    """``authenticate`` behind the login throttle: TooManyLogins (429) for an address with too
+    many failures, a delay for an account with too many, Unauthorized for a wrong password."""
+    from service.accounts import authenticate
+    from service.db import session
+    from service.errors import ServiceError, Unauthorized
+
+    throttle = login_throttle()
+    address = request.remote_addr or "-"
+    wait = throttle.refused_for(address)
+    if wait is not None:
+        raise ServiceError(f"Too many failed logins from your address; try again in {wait} s.",
+                           status=429, title="Too many failed logins", retry_after=wait)
+    delay = throttle.account_delay(username)
+    if delay:
+        time.sleep(delay)
+    try:
+        return authenticate(session(), username=username, password=password)
+    except Unauthorized:
+        throttle.failed(address, username)
+        raise

@@ -20,12 +20,11 @@ from werkzeug.datastructures import FileStorage
 from werkzeug.wrappers import Response as BaseResponse
 
 from assignments.spec import load_spec
-from service.accounts import authenticate
 from service.catalogue import assignment_detail, public_file
 from service.courses import course_role, find_assignment, visible_assignments
 from service.dashboard import counted_scores, pointed_lines, taught_courses
 from service.db import session
-from service.errors import ServiceError, Unauthorized
+from service.errors import ServiceError
 from service.gradebook import deadline_of
 from service.models import CourseAssignment, CourseRole, Submission, SubmissionStatus, User
 from service.queue import enqueue
@@ -43,6 +42,7 @@ from service.uploads import UploadLimits, read_upload
 from service.web.forms import ButtonForm, LoginForm, SubmitForm
 from service.web.pages import page_blueprint
 from service.web.render import code_file, markdown
+from service.web.security import throttled_authenticate
 from service.web.session_auth import log_in, log_out, login_page, page_user, web_user
 
 blueprint = page_blueprint("web", __name__)
@@ -68,18 +68,13 @@ def home() -> BaseResponse:
 def login() -> str | BaseResponse | tuple[str, int, dict[str, str]]:
     form = LoginForm()
     if form.validate_on_submit():
-        throttle = current_app.extensions["autograde.login_throttle"]
-        address, name = request.remote_addr or "-", form.username.data or ""
-        if not throttle.allowed(address, name):
-            seconds = throttle.retry_after(address, name)
-            flash(f"Too many failed logins; try again in {seconds} s.", "error")
-            return render_template("login.html", form=form), 429, {"Retry-After": str(seconds)}
         try:
-            user = authenticate(session(), username=name, password=form.password.data or "")
-        except Unauthorized as error:
-            throttle.failed(address, name)
+            user = throttled_authenticate(form.username.data or "", form.password.data or "")
+        except ServiceError as error:
             flash(error.detail, "error")
-            return render_template("login.html", form=form), 401, {}
+            headers = {"Retry-After": str(error.extra["retry_after"])} \
+                if "retry_after" in error.extra else {}
+            return render_template("login.html", form=form), error.status, headers
         session().commit()
         log_in(user)
         return redirect(_safe_next(request.args.get("next")))
@@ -193,6 +188,7 @@ def submission_status(submission_id: int) -> Response:
     found = readable_submission(session(), page_user(), submission_id)
     body = submission_json(session(), found, page_user())
     return jsonify(id=found.id, status=body["status"], attempts=body["attempts"],
+                   waiting_for_sandbox=body["waiting_for_sandbox"],
                    done=body["status"] in FINISHED, score=body["score"],
                    max_score=body["max_score"],
                    result_url=url_for("web.submission_result", submission_id=found.id))

@@ -9,14 +9,22 @@ import os
 from datetime import timedelta
 
 import pytest
+import sqlalchemy.exc
 from flask import Flask
 from sqlalchemy import func, select
 
 from grader.pipeline import GradingPipeline
-from sandbox import create_backend
+from sandbox import SandboxUnavailable, create_backend
 from service import db
 from service.accounts import create_user
-from service.grading import GradingPolicy, claim, reap, store_result
+from service.grading import (
+    Grader,
+    GradingInterrupted,
+    GradingPolicy,
+    claim,
+    reap,
+    store_result,
+)
 from service.instructor import export_scores_csv, gradescope_results, regrade
 from service.models import CourseAssignment, Result, Submission, SubmissionStatus, User, utcnow
 from service.submissions import RateLimit, submission_json, submit
@@ -86,26 +94,131 @@ def test_a_claim_of_a_dead_local_process_is_taken_at_once(pg_app: Flask,
     assert claim(db.session(), submission.id, POLICY) is not None
 
 
-def test_reaper_requeues_then_fails_with_a_message(pg_app: Flask, pg_factory: Factory) -> None:
+def test_lost_workers_are_interruptions_bounded_apart(pg_app: Flask,
+                                                      pg_factory: Factory) -> None:
+    """A claim whose worker died (its lease expired) costs the submission no attempt; only a
+    submission that loses its worker every time is failed, after MAX_WORKER_LOSSES."""
+    policy = GradingPolicy(lease_seconds=60, max_attempts=3, max_workers_lost=4)
     submission = _submit(pg_factory)
     sent: list[int] = []
-    for attempt in range(1, 4):
-        assert claim(db.session(), submission.id, POLICY) is not None
+    for lost in range(1, 5):
+        assert claim(db.session(), submission.id, policy) is not None
         db.session().execute(Submission.__table__.update().values(
             lease_expires_at=utcnow() - timedelta(seconds=1)))
         db.session().commit()
-        counts = reap(db.session(), policy=POLICY, queued_stale_seconds=600, enqueue=sent.append)
-        if attempt < 3:
+        counts = reap(db.session(), policy=policy, queued_stale_seconds=600, enqueue=sent.append)
+        if lost < 4:
             assert counts == {"requeued": 1, "failed": 0}
         else:
             assert counts == {"requeued": 0, "failed": 1}
-    assert sent == [submission.id, submission.id]
+    assert sent == [submission.id] * 3
     db.session().expire_all()
     failed = db.session().get(Submission, submission.id)
     assert failed is not None and failed.status is SubmissionStatus.FAILED
-    assert "could not grade" in (failed.message or "")
+    assert (failed.attempts, failed.interruptions, failed.workers_lost) == (4, 3, 3)
+    assert "grading process stopped 4 times" in (failed.message or "")
     body = submission_json(db.session(), failed, failed.user)
-    assert body["status"] == "failed" and "not because of your code" in body["message"]
+    assert body["status"] == "failed" and "does not count" in body["message"]
+
+
+def test_failures_on_the_submission_use_attempts(pg_app: Flask, pg_factory: Factory) -> None:
+    """A grading that raises on the submission (not a connection) is retried within
+    MAX_ATTEMPTS, then failed with a message; a failed one does not count against the
+    student's submission limit."""
+    submission = _submit(pg_factory)
+
+    class Broken:
+        def grade(self, *args: object, **kwargs: object) -> dict[str, object]:
+            raise ZeroDivisionError("a grader bug on these outputs")
+
+    grader = Grader(pipeline=lambda: Broken(), policy=POLICY)  # type: ignore[arg-type,return-value]
+    assert [grader.grade(db.session(), submission.id) for _ in range(4)] == [
+        "released", "released", "released", "skipped"]
+    db.session().expire_all()
+    failed = db.session().get(Submission, submission.id)
+    assert failed is not None and failed.status is SubmissionStatus.FAILED
+    assert (failed.attempts, failed.interruptions) == (3, 0)
+    assert "failed 3 times on our side" in (failed.message or "")
+    # The student may submit again although the limit (1) was reached by the failed one.
+    again = submit(db.session(), user=failed.user, assignment=failed.assignment,
+                   files=dict([SYNTAX]), limit=RateLimit(1, 3600))
+    assert again.id != failed.id
+
+
+def test_no_sandbox_waits_without_using_attempts(pg_app: Flask, pg_factory: Factory) -> None:
+    """Sandbox unavailable: released as an interruption (any number of times), the student
+    reads that it waits for a grading machine, and it grades once the sandbox is back."""
+    submission = _submit(pg_factory)
+    engine_up = False
+    real = GradingPipeline(backend=create_backend("local"))
+
+    class Flaky:
+        backend = real.backend
+
+        def grade(self, *args: object, **kwargs: object) -> dict[str, object]:
+            if not engine_up:
+                raise SandboxUnavailable("no Docker engine answers")
+            return real.grade(*args, **kwargs)  # type: ignore[arg-type]
+
+    grader = Grader(pipeline=lambda: Flaky(), policy=POLICY)  # type: ignore[arg-type,return-value]
+    outcomes = [grader.grade(db.session(), submission.id) for _ in range(6)]
+    assert outcomes == [f"interrupted:{n}" for n in range(1, 7)]
+    db.session().expire_all()
+    waiting = db.session().get(Submission, submission.id)
+    assert waiting is not None and waiting.status is SubmissionStatus.QUEUED
+    body = submission_json(db.session(), waiting, waiting.user)
+    assert body["waiting_for_sandbox"] is True and "grading machine" in body["message"]
+    assert (body["attempts"], body["interruptions"]) == (6, 6)
+    engine_up = True
+    assert grader.grade(db.session(), submission.id) == "graded"
+    db.session().expire_all()
+    graded = db.session().get(Submission, submission.id)
+    assert graded is not None and graded.status is SubmissionStatus.GRADED
+    assert graded.message is None and _results(submission.id) == 1
+
+
+def test_a_backend_that_fails_to_start_is_the_sandbox_unavailable(
+        pg_app: Flask, pg_factory: Factory) -> None:
+    """An engine error while the backend starts (e.g. a 409 "removal already in progress"
+    while sweeping a dead worker's containers) is an interruption, not an attempt."""
+    submission = _submit(pg_factory)
+
+    def failing_start() -> GradingPipeline:
+        raise RuntimeError("409 Client Error: removal of container is already in progress")
+
+    grader = Grader(pipeline=failing_start, policy=POLICY)
+    assert grader.grade(db.session(), submission.id) == "interrupted:1"
+
+
+def test_a_lost_database_connection_is_retried_with_the_claim(
+        pg_app: Flask, pg_factory: Factory) -> None:
+    """The database dropping under a grading raises GradingInterrupted with the claim's token;
+    the retry takes the claim over at once (no waiting for the lease) and stores once."""
+    submission = _submit(pg_factory)
+    real = GradingPipeline(backend=create_backend("local"))
+    drop = True
+
+    class Dropping:
+        backend = real.backend
+
+        def grade(self, *args: object, **kwargs: object) -> dict[str, object]:
+            if drop:
+                raise sqlalchemy.exc.OperationalError("SELECT 1", {}, Exception("server closed "
+                                                      "the connection unexpectedly"))
+            return real.grade(*args, **kwargs)  # type: ignore[arg-type]
+
+    grader = Grader(pipeline=lambda: Dropping(), policy=POLICY)  # type: ignore[arg-type,return-value]
+    with pytest.raises(GradingInterrupted) as interrupted:
+        grader.grade(db.session(), submission.id)
+    assert interrupted.value.token is not None
+    drop = False
+    assert grader.grade(db.session(), submission.id) == "skipped"  # held by a live process
+    assert grader.grade(db.session(), submission.id,
+                        resume=interrupted.value.token) == "graded"
+    db.session().expire_all()
+    graded = db.session().get(Submission, submission.id)
+    assert graded is not None and (graded.attempts, graded.interruptions) == (2, 1)
+    assert _results(submission.id) == 1
 
 
 def test_reaper_resends_queued_submissions_whose_message_was_lost(

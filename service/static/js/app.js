@@ -30,7 +30,9 @@
         last = body.status;
       }
       if (!body.done) {
-        hint.textContent = body.status === "queued" ? "waiting for a grader…" : "being graded…";
+        hint.textContent = body.waiting_for_sandbox
+          ? "waiting for a grading machine (the sandbox is unavailable; it will be graded by itself, using none of your attempts)…"
+          : body.status === "queued" ? "waiting for a grader…" : "being graded…";
         setTimeout(tick, 1000);
         return;
       }
