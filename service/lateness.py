@@ -14,13 +14,21 @@ from zoneinfo import ZoneInfo
 from service.models.assignments import LatePolicy, ScorePolicy
 
 DAY = timedelta(days=1)
-EARLIEST, LATEST = 1970, 2999
+# Due dates and extensions outside these years are typing mistakes (and years 1 or 9999 cannot
+# take a time zone offset without leaving the calendar).
+EARLIEST, LATEST = 2000, 2200
 """The years a deadline may be in: far enough from datetime's limits that adding extra days
 or time zones can never overflow."""
 
 
+_ISO_HELP = ("give an ISO 8601 date and time, e.g. 2026-12-01T23:59 (in the assignment's time "
+             "zone when no offset is given)")
+
+
 def plausible_moment(value: object, zone: str) -> datetime:
     """An ISO date and time as UTC (in ``zone`` when it has no offset); ValueError otherwise."""
+    if not isinstance(value, str | datetime) or len(str(value)) > 64:
+        raise ValueError(_ISO_HELP)
     try:
         moment = datetime.fromisoformat(str(value))
         if moment.tzinfo is None:
@@ -28,6 +36,8 @@ def plausible_moment(value: object, zone: str) -> datetime:
         moment = moment.astimezone(UTC)
     except OverflowError:
         moment = datetime.min.replace(tzinfo=UTC)
+    except ValueError:
+        raise ValueError(_ISO_HELP) from None
     if not EARLIEST <= moment.year <= LATEST:
         raise ValueError(f"the year must be between {EARLIEST} and {LATEST}")
     return moment
