@@ -5,6 +5,7 @@ The only module that imports the tasks, so only the worker loads the grading pip
 from service.app import create_app
 from service.tasks import resend_on_connect
 
-app = create_app()
-celery = app.extensions["celery"]
-celery.steps["consumer"].add(resend_on_connect(app))
+# Not named ``app``: Celery's ``-A module`` looks for ``app`` before ``celery``.
+_flask = create_app()
+celery = _flask.extensions["celery"]
+celery.steps["consumer"].add(resend_on_connect(_flask))
