@@ -115,9 +115,11 @@ class PrivateRedis:
 class PrivatePostgres:
     """A PostgreSQL cluster of our own: initdb in a temporary folder, run as user postgres."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.data = folder / "pgdata"
+    def __init__(self) -> None:
+        # A folder of its own under /tmp: user postgres must reach it, and pytest's temporary
+        # folders (/tmp/pytest-of-root, mode 700) are root's only.
+        self.folder = Path(tempfile.mkdtemp(prefix="agf-pg-", dir="/tmp"))
+        self.data = self.folder / "pgdata"
         self.port = free_port()
         self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/autograde"
         self.admin = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
@@ -151,6 +153,10 @@ class PrivatePostgres:
 
     def restart(self) -> None:
         self._ctl("restart", "-m", "fast")
+
+    def remove(self) -> None:
+        """The cluster's folder gone (after ``stop``)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class PrivateDocker:
@@ -385,7 +391,7 @@ def harness(folder: Path, *, docker_data: Path | None = None,
     """Private Redis, PostgreSQL and dockerd, the service on them (gunicorn, a Celery worker
     with beat, the Docker sandbox), a course and an instructor; all stopped afterwards."""
     redis = PrivateRedis(folder)
-    postgres = PrivatePostgres(folder)
+    postgres = PrivatePostgres()
     docker = PrivateDocker(folder, docker_data)
     stack: Stack | None = None
     try:
@@ -423,6 +429,7 @@ def harness(folder: Path, *, docker_data: Path | None = None,
             stack.stop_all()
         docker.stop()
         postgres.stop()
+        postgres.remove()
         redis.stop()
         shutil.rmtree(docker.run_dir, ignore_errors=True)
 
