@@ -251,7 +251,8 @@ def test_a_300_member_roster_syncs_on_launch(lms_stack: Stack, pg_url: str) -> N
         _wait(lambda: listed() == 300, 120, lambda: stack.log("worker"))
         page = teacher.get(roster_url, timeout=30).text
         assert 'data-sub="s298"' in page and "Student 298" in page
-        people = teacher.get(f"{stack.url}/dashboard/courses/{course}/people", timeout=30).text
+        people = teacher.get(f"{stack.url}/dashboard/courses/{course}/people?per_page=500",
+                             timeout=30).text
         assert "Student 000" in people and "Student 298" in people  # never launched
         ((enrolled,),) = _rows(pg_url, "SELECT count(*) FROM enrolments")
         assert enrolled == 300 and len(lms.roster_requests) == 3
