@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from service import db
 from service.app import create_app
-from tests.gradebookkit import seed_course
+from tests.gradebookkit import seed_course, signed_in
 from tests.servicekit import PG_ADMIN
 
 TARGET_MS = 300.0
@@ -77,12 +77,8 @@ def _run(url: str, args: argparse.Namespace) -> int:
         "scores.csv, every submission": base + "/scores.csv?all=true",
         "gradescope.json": base + "/gradescope.json",
     }
-    client = app.test_client()
-    with client.session_transaction() as cookie:
-        cookie["user_id"] = seeded.instructor_id
-    student = app.test_client()
-    with student.session_transaction() as cookie:
-        cookie["user_id"] = seeded.student_ids[0]
+    client = signed_in(app, seeded.instructor_id)
+    student = signed_in(app, seeded.student_ids[0])
     clients = {page: client for page in pages}
     pages["student: assignment page"] = f"/courses/{seeded.course_code}/assignments/{seeded.slug}"
     clients["student: assignment page"] = student

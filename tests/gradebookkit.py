@@ -8,11 +8,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import flask
+from flask import Flask
+from flask.testing import FlaskClient
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from service.accounts import hash_password
 from service.courses import create_course, enrol, sync_assignments
+from service.db import session as db_session
 from service.models import (
     CourseAssignment,
     CourseRole,
@@ -27,6 +31,7 @@ from service.models import (
     User,
     utcnow,
 )
+from service.web.session_auth import log_in
 from tests.servicekit import PASSWORD
 
 CODES = ["softmax-wrong-axis", "missing-scale", "mask-inverted", "mask-ignored",
@@ -125,3 +130,14 @@ def seed_course(session: Session, *, students: int = 300, submissions: int = 10,
                                     reason="seeded adjustment", by_id=teacher.id))
     session.commit()
     return SeededCourse(code, assignment.slug, teacher.id, user_ids, missing)
+
+
+def signed_in(app: Flask, user_id: int) -> FlaskClient:
+    """A test client of ``app`` logged in as the user, through a real server-side web session."""
+    with app.test_request_context():
+        log_in(db_session().get_one(User, user_id))
+        key = flask.session["sid"]
+    client = app.test_client()
+    with client.session_transaction() as cookie:
+        cookie["sid"] = key
+    return client

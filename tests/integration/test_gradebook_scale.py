@@ -7,15 +7,13 @@ import io
 import re
 from collections.abc import Callable
 
-import flask
 import pytest
 from flask import Flask
 
 from service import db
 from service.instructor import export_scores_csv
 from service.models import CourseAssignment, User
-from service.web.session_auth import log_in
-from tests.gradebookkit import seed_course
+from tests.gradebookkit import seed_course, signed_in
 
 pytestmark = pytest.mark.slow
 
@@ -35,14 +33,9 @@ def test_the_csv_matches_every_students_page(pg_app: Flask, pg_url: str,
         User.id.in_(seeded.student_ids))}
 
     app = make_app(pg_url)
-    pages = app.test_client()
     page_url = f"/courses/{seeded.course_code}/assignments/{seeded.slug}"
     for user_id in seeded.student_ids:
-        with app.test_request_context():  # a real server-side web session for this student
-            log_in(db.session().get_one(User, user_id))
-            key = flask.session["sid"]
-        with pages.session_transaction() as cookie:
-            cookie["sid"] = key
+        pages = signed_in(app, user_id)
         html = pages.get(page_url).get_data(as_text=True)
         row = by_name[users[user_id]]
         shown = re.search(r'id="counted-score">([\d.]+) / 10<', html)
