@@ -53,7 +53,11 @@ def tensors_close(actual: torch.Tensor | None, expected: torch.Tensor | None,
     With ``nan_is_wildcard``, positions where ``expected`` is NaN match anything: a variant
     that produces NaN there stands for every student who put garbage in that row.
     The tolerance is ``expected``'s dtype's; ``precision`` overrides that dtype (values
-    computed in float32 and handed back as float64 carry float32's rounding).
+    computed in float32 and handed back as float64 carry float32's rounding). An answer in
+    another dtype than the question's is ``dtype-changed`` (its own check, charged once); its
+    values are judged at float32's precision when the question was float64, and at the
+    question's own otherwise, so a lower precision never buys more than float32's tolerance
+    and a float32 answer to a float64 question gets the same verdict on every seed.
     """
     if actual is None or expected is None:
         return actual is None and expected is None
@@ -61,6 +65,8 @@ def tensors_close(actual: torch.Tensor | None, expected: torch.Tensor | None,
         return False
     if actual.dtype == torch.bool or expected.dtype == torch.bool:
         return actual.dtype == expected.dtype and bool(torch.equal(actual, expected))
+    if precision is None and actual.dtype != expected.dtype:
+        precision = torch.float32 if expected.dtype == torch.float64 else expected.dtype
     atol, rtol = tolerance(precision or expected.dtype)
     atol, rtol = atol * margin, rtol * margin
     a, e = actual.double(), expected.double()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from assignments import KnownMistake, ProbeCall, ProbePlan
-from grader.checks import input_positions, structure_problem
+from grader.checks import dtype_changed, input_positions, structure_problem
 from grader.compare import (
     EVIDENCE_MARGIN,
     calls_match,
@@ -29,7 +29,7 @@ from grader.compare import (
     mutated_inputs,
     tensors_close,
 )
-from grader.outcomes import CallOutcome, Forward
+from grader.outcomes import CallOutcome
 
 Hypothesis = frozenset[str]
 VariantRunner = Callable[[Hypothesis, str, bool], CallOutcome]
@@ -433,7 +433,7 @@ def _gradient_verdict(call: ProbeCall, student: CallOutcome,
             return "blocked", "no gradient reaches " + ", ".join(
                 f"`{_readable(call, p)}`" for p in missing)
         # Gradients through a changed dtype carry that dtype's rounding.
-        precision = torch.float32 if _dtype_changed(got, want) else None
+        precision = torch.float32 if dtype_changed(got, want) else None
         if not all(grads_equivalent(got.grads.get(p), g, precision=precision)
                    for p, g in want.grads.items()):
             return "wrong", ""
@@ -449,17 +449,12 @@ def _same_after(student: CallOutcome, variant: CallOutcome) -> bool:
         for got, want in pairs)
 
 
-def _dtype_changed(got: Forward, want: Forward) -> bool:
-    return any(g is not None and w is not None and g.dtype != w.dtype
-               for g, w in zip(got.outputs, want.outputs, strict=False))
-
-
 def _dtype_findings(data: DiagnosisInput, usable: list[str]) -> list[Finding]:
     changed = []
     for call_id in usable:
         for got, want in zip(data.student[call_id].forwards, data.reference[call_id].forwards,
                              strict=False):
-            if _dtype_changed(got, want):
+            if dtype_changed(got, want):
                 changed.append(call_id)
                 break
     return [Finding("dtype-changed", tuple(changed))] if changed else []
