@@ -46,7 +46,8 @@ def submit(session: Session, *, user: User, assignment: CourseAssignment,
            files: Mapping[str, bytes], limit: RateLimit) -> Submission:
     """Record a submission as ``queued`` (the caller commits, then enqueues)."""
     now = utcnow()
-    if course_role(session, user, assignment.course_id) is CourseRole.OBSERVER:
+    role = course_role(session, user, assignment.course_id)
+    if role is CourseRole.OBSERVER:
         raise Forbidden("Observers (mentors in the LMS) see the course's assignments but do not "
                         "submit.")
     deadline = deadline_of(session, assignment, user.id).at
@@ -54,7 +55,7 @@ def submit(session: Session, *, user: User, assignment: CourseAssignment,
     if late and assignment.late_policy is LatePolicy.REJECT:
         raise Forbidden(f"Your deadline ({deadline:%Y-%m-%d %H:%M} UTC) has passed and "
                         "this assignment does not accept late submissions.")
-    if course_role(session, user, assignment.course_id) is not CourseRole.INSTRUCTOR:
+    if role is not CourseRole.INSTRUCTOR:
         _check_rate(session, user, assignment, limit, now)
     submission = Submission(user=user, assignment=assignment,
                             assignment_version=assignment.version, seed=secrets.randbits(31),
