@@ -69,10 +69,13 @@ class MistakeSearch:
         """Explain the calls that can be judged by value."""
         # Calls where the student differs from the reference go first: most hypotheses fail there.
         ordered = sorted(usable, key=self._matches_reference)
+        # The smallest hypothesis that explains every call at once, if there is one.
         for hypothesis in self._hypotheses:
             if self._explains(hypothesis, ordered):
                 return self._explanation({call_id: hypothesis for call_id in usable}, ())
 
+        # Otherwise each scenario group on its own: its one smallest explanation; where several
+        # tie, the mistakes they share, and the group's departures stay unexplained.
         by_call: dict[str, Hypothesis] = {}
         unexplained: list[str] = []
         for group_calls in _groups(self._plan, ordered).values():
