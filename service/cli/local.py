@@ -1,4 +1,7 @@
-"""The ``autograde`` command line."""
+"""Commands that grade on this machine, without a service: ``grade`` and ``check``.
+
+Only their handlers import the grading pipeline (and torch with it).
+"""
 
 from __future__ import annotations
 
@@ -7,50 +10,31 @@ import json
 import sys
 from pathlib import Path
 
-# Only the commands that load hidden parts or grade import the grader (and torch with it), in
-# their handlers: ``--help`` and the service's commands start in a fraction of a second.
-from assignments.spec import AssignmentError, list_assignments
-from service.cli_service import add_service_commands
+from service.cli.common import Commands, fail
 from service.terminal import terminal_safe
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    prepare = getattr(args, "prepare", None)  # what a command needs ready first (admin: a service)
-    if prepare is not None and (status := prepare(args)):
-        return int(status)
-    try:
-        return int(args.handler(args))
-    except AssignmentError as exc:
-        print(terminal_safe(f"autograde: {exc}"), file=sys.stderr)
-        return 2
+SANDBOX_FAILED = 3
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="autograde", description=__doc__)
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
-
-    grade = commands.add_parser("grade", help="grade files locally and print the results")
-    grade.add_argument("--assignment", required=True, metavar="SLUG")
-    grade.add_argument("files", nargs="+", type=Path, metavar="FILE")
+def register(commands: Commands) -> None:
+    grade = commands.add("local", "grade", "grade files here and print the report")
+    grade.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                       help="the submission's files (one submission)")
+    grade.add_argument("--assignment", required=True, metavar="SLUG",
+                       help="the assignment (`autograde assignments --local` lists them)")
     grade.add_argument("--json", action="store_true", help="print only the results document")
     grade.add_argument("--backend", choices=["auto", "local", "docker"], default="auto",
-                       help="sandbox: docker when an engine answers (auto), or local")
-    grade.add_argument("--seed", type=int, help="reuse a recorded seed (regrades)")
+                       help="the sandbox: docker when an engine answers (auto), or local")
+    grade.add_argument("--seed", type=int, metavar="N",
+                       help="grade with this seed, as a recorded grading did (default: a new "
+                            "one)")
     grade.set_defaults(handler=_grade)
 
-    assignments = commands.add_parser("assignments", help="list and verify assignments")
-    sub = assignments.add_subparsers(required=True, metavar="ACTION")
-    listing = sub.add_parser("list", help="the assignments this installation ships")
-    listing.set_defaults(handler=_list)
-    check = sub.add_parser("check", help="prove an assignment sound: mistake coverage table")
-    check.add_argument("slug")
-    check.add_argument("--seed", type=int, default=0)
+    check = commands.add("local", "check",
+                         "prove an assignment sound: the table of its mistakes' coverage")
+    check.add_argument("slug", metavar="SLUG", help="the assignment")
+    check.add_argument("--seed", type=int, default=0, metavar="N", help="the seed to check with")
     check.set_defaults(handler=_check)
-
-    add_service_commands(commands)
-    return parser
 
 
 def _grade(args: argparse.Namespace) -> int:
@@ -66,19 +50,18 @@ def _grade(args: argparse.Namespace) -> int:
         try:
             files[path.name] = path.read_bytes()
         except OSError as exc:
-            print(f"autograde: cannot read {path}: {exc.strerror}", file=sys.stderr)
-            return 2
+            return fail(f"cannot read {path}: {exc.strerror}")
     name = args.backend if args.backend != "auto" else choose_backend(warn=sys.stderr)
     try:
         backend = create_backend(name, warm=False)
     except SandboxUnavailable as exc:
         print(f"autograde: the {name} sandbox cannot run here: {exc}", file=sys.stderr)
-        return 3
+        return SANDBOX_FAILED
     try:
         document = GradingPipeline(backend=backend).grade(assignment, files, seed=args.seed)
     except SandboxUnavailable as exc:
         print(f"autograde: the sandbox failed, nothing was graded: {exc}", file=sys.stderr)
-        return 3
+        return SANDBOX_FAILED
     finally:
         backend.close()
     if args.json:
@@ -90,8 +73,10 @@ def _grade(args: argparse.Namespace) -> int:
     return 0
 
 
-def _list(args: argparse.Namespace) -> int:
+def list_local() -> int:
+    """The assignments this installation ships (``autograde assignments --local``)."""
     from assignments.loader import load_assignment
+    from assignments.spec import list_assignments
 
     for slug in list_assignments():
         assignment = load_assignment(slug)
@@ -107,7 +92,3 @@ def _check(args: argparse.Namespace) -> int:
     report = coverage_report(load_assignment(args.slug), seed=args.seed)
     print(report.render())
     return 0 if report.sound else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
