@@ -17,9 +17,14 @@ SANDBOX_FAILED = 3
 
 
 def register(commands: Commands) -> None:
-    grade = commands.add("local", "grade", "grade files here and print the report")
+    grade = commands.add(
+        "local", "grade", "grade a submission's files here, or a folder of submissions",
+        description="Grade one submission's files and print the report; or, given a folder, "
+                    "grade each .py file in it and each subfolder (its .py files) as one "
+                    "submission, in parallel through one warm sandbox pool, and print a "
+                    "summary table.")
     grade.add_argument("files", nargs="+", type=Path, metavar="FILE",
-                       help="the submission's files (one submission)")
+                       help="the submission's files, or one folder of submissions")
     grade.add_argument("--assignment", required=True, metavar="SLUG",
                        help="the assignment (`autograde assignments --local` lists them)")
     grade.add_argument("--json", action="store_true", help="print only the results document")
@@ -27,7 +32,12 @@ def register(commands: Commands) -> None:
                        help="the sandbox: docker when an engine answers (auto), or local")
     grade.add_argument("--seed", type=int, metavar="N",
                        help="grade with this seed, as a recorded grading did (default: a new "
-                            "one)")
+                            "one each)")
+    grade.add_argument("--jobs", type=int, metavar="N",
+                       help="a folder: submissions graded at once (default: one per core)")
+    grade.add_argument("--out", type=Path, metavar="DIR",
+                       help="a folder: write each submission's results document there, with "
+                            "summary.json")
     grade.set_defaults(handler=_grade)
 
     check = commands.add("local", "check",
@@ -38,6 +48,22 @@ def register(commands: Commands) -> None:
 
 
 def _grade(args: argparse.Namespace) -> int:
+    folders = [path for path in args.files if path.is_dir()]
+    if folders:
+        if len(args.files) > 1:
+            return fail("a folder is graded alone: give one folder, or one submission's files")
+        if args.jobs is not None and args.jobs < 1:
+            return fail("--jobs is at least 1")
+        from service.cli.batch import run
+
+        return run(folder=folders[0], slug=args.assignment, backend_name=args.backend,
+                   jobs=args.jobs, seed=args.seed, out=args.out, as_json=args.json)
+    if args.jobs is not None or args.out is not None:
+        return fail("--jobs and --out are for grading a folder")
+    return _grade_one(args)
+
+
+def _grade_one(args: argparse.Namespace) -> int:
     from assignments.loader import load_assignment
     from grader.pipeline import GradingPipeline
     from grader.report import render_report
