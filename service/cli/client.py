@@ -1,4 +1,9 @@
-"""The student side of the CLI: log in, submit, follow a submission, print its report."""
+"""The HTTP client of the student's commands: credentials, API calls, and the report printed.
+
+Every failure becomes a ClientError that says in one line what happened and what to do: not
+logged in, a token the server no longer takes, a server that does not answer or is not an
+autograde service, or the server's own problem detail.
+"""
 
 from __future__ import annotations
 
@@ -31,16 +36,26 @@ def credentials_path() -> Path:
 class Credentials:
     url: str
     token: str | None
+    from_environment: bool = False
+    """The token is ``AUTOGRADE_TOKEN``'s, not the stored one."""
 
     @classmethod
     def load(cls, url: str | None = None) -> Credentials:
         stored: dict[str, Any] = {}
         path = credentials_path()
         if path.is_file():
-            stored = json.loads(path.read_text(encoding="utf-8"))
-        return cls(url=(url or os.environ.get("AUTOGRADE_URL") or stored.get("url")
-                        or DEFAULT_URL).rstrip("/"),
-                   token=os.environ.get("AUTOGRADE_TOKEN") or stored.get("token"))
+            try:
+                stored = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise ClientError(f"cannot read the stored login {path} ({exc}); remove it "
+                                  "and log in again") from None
+        url = (url or os.environ.get("AUTOGRADE_URL") or stored.get("url") or DEFAULT_URL)
+        url = url.rstrip("/")
+        if os.environ.get("AUTOGRADE_TOKEN"):
+            return cls(url, os.environ["AUTOGRADE_TOKEN"], from_environment=True)
+        # A token stored for another service is not sent to this one.
+        token = stored.get("token") if stored.get("url", "").rstrip("/") == url else None
+        return cls(url, token)
 
     def save(self, username: str) -> Path:
         path = credentials_path()
@@ -49,6 +64,15 @@ class Credentials:
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             json.dump({"url": self.url, "token": self.token, "username": username}, handle)
         return path
+
+    @staticmethod
+    def forget() -> bool:
+        """Remove the stored login; False when there was none."""
+        try:
+            credentials_path().unlink()
+        except FileNotFoundError:
+            return False
+        return True
 
 
 class Client:
@@ -61,27 +85,60 @@ class Client:
         if credentials.token:
             self.http.headers["Authorization"] = f"Bearer {credentials.token}"
 
-    def call(self, method: str, path: str, **kwargs: Any) -> Any:
-        url = self.credentials.url + path
+    def call(self, method: str, path: str, *, login: bool = True, **kwargs: Any) -> Any:
+        """The JSON body of an API call; ``login``: the call needs a logged-in user."""
+        service = self.credentials.url
+        if login and not self.credentials.token:
+            raise ClientError(f"not logged in to {service}: run `autograde login` first"
+                              + ("" if service == DEFAULT_URL else f" (with --url {service})"))
         try:
-            response = self.http.request(method, url, timeout=self.timeout, **kwargs)
+            response = self.http.request(method, service + path, timeout=self.timeout,
+                                         **kwargs)
         except requests.ConnectionError:
-            raise ClientError(f"cannot reach the grading service at {self.credentials.url} "
-                              "(is it running? `autograde run-embedded` starts one)") from None
+            raise ClientError(f"cannot reach the grading service at {service} (is it "
+                              "running, and is that its address? `autograde login --url URL` "
+                              "changes it)") from None
+        except requests.Timeout:
+            raise ClientError(f"the grading service at {service} did not answer within "
+                              f"{self.timeout:g} s; try again later") from None
         except requests.RequestException as exc:
-            raise ClientError(f"request to {url} failed: {type(exc).__name__}") from None
+            raise ClientError(f"the request to {service} failed ({type(exc).__name__})") from None
+        try:
+            body = response.json() if response.content else None
+        except ValueError:
+            raise ClientError(f"{service} did not answer as an autograde service (HTTP "
+                              f"{response.status_code}, not JSON): is that its address?") from None
+        if response.status_code == 401 and login:
+            source = ("AUTOGRADE_TOKEN" if self.credentials.from_environment
+                      else "your stored login")
+            raise ClientError(f"{service} no longer accepts {source} (expired or revoked): "
+                              "log in again with `autograde login`")
         if response.status_code >= 400:
-            try:
-                detail = response.json().get("detail")
-            except ValueError:
-                detail = None
-            raise ClientError(detail or f"{response.status_code} {response.reason}")
-        return response.json() if response.content else None
+            detail = body.get("detail") if isinstance(body, dict) else None
+            raise ClientError(detail or f"{service} answered {response.status_code} "
+                                        f"{response.reason}")
+        return body
 
     def login(self, username: str, password: str) -> Credentials:
-        body = self.call("POST", "/auth/login", json={"username": username,
-                                                      "password": password})
+        body = self.call("POST", "/auth/login", login=False,
+                         json={"username": username, "password": password})
         return Credentials(self.credentials.url, body["token"])
+
+    def logout(self) -> None:
+        """Revoke this token on the server."""
+        self.call("POST", "/auth/logout")
+
+    def me(self) -> Any:
+        return self.call("GET", "/auth/me")
+
+    def assignments(self) -> Any:
+        return self.call("GET", "/api/v1/assignments")["assignments"]
+
+    def submissions(self, *, assignment: str | None, limit: int, offset: int) -> Any:
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        if assignment:
+            params["assignment"] = assignment
+        return self.call("GET", "/api/v1/submissions", params=params)
 
     def submit(self, assignment: str, files: list[Path], course: str | None) -> Any:
         parts = []
