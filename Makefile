@@ -22,7 +22,7 @@ run: $(STAMP)
 
 ## Grade the shipped example submission locally, without the service.
 grade-example: $(STAMP)
-	$(BIN)/autograde assignments --local
+	$(BIN)/autograde assignments list
 	$(BIN)/autograde grade --assignment multi-head-attention --seed 1 examples/mha_causal_leak.py
 
 ## Everything this machine can run: it starts a Docker engine and builds the sandbox image
@@ -48,8 +48,8 @@ lint: $(STAMP)
 	$(BIN)/mypy grader sandbox assignments service
 
 check-assignments: $(STAMP)
-	$(BIN)/autograde check attention
-	$(BIN)/autograde check multi-head-attention
+	$(BIN)/autograde assignments check attention
+	$(BIN)/autograde assignments check multi-head-attention
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/grading_phases.py

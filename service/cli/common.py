@@ -49,6 +49,8 @@ class Commands:
 
     actions: Any
     listed: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    assignment_actions: Any = None
+    """``autograde assignments ACTION``: the authoring actions on this machine's assignments."""
 
     def add(self, group: str, name: str, help: str, **kwargs: Any) -> argparse.ArgumentParser:
         self.listed.setdefault(group, []).append((name, help))

@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from service.cli.common import Commands, fail
+from service.cli.common import Commands, add_parser, fail
 from service.terminal import terminal_safe
 
 SANDBOX_FAILED = 3
@@ -26,7 +26,7 @@ def register(commands: Commands) -> None:
     grade.add_argument("files", nargs="+", type=Path, metavar="FILE",
                        help="the submission's files, or one folder of submissions")
     grade.add_argument("--assignment", required=True, metavar="SLUG",
-                       help="the assignment (`autograde assignments --local` lists them)")
+                       help="the assignment (`autograde assignments list` lists them)")
     grade.add_argument("--json", action="store_true", help="print only the results document")
     grade.add_argument("--backend", choices=["auto", "local", "docker"], default="auto",
                        help="the sandbox: docker when an engine answers (auto), or local")
@@ -40,11 +40,16 @@ def register(commands: Commands) -> None:
                             "summary.json")
     grade.set_defaults(handler=_grade)
 
-    check = commands.add("local", "check",
-                         "prove an assignment sound: the table of its mistakes' coverage")
+    actions = commands.assignment_actions
+    listing = add_parser(actions, "list", "the assignments this installation ships")
+    listing.set_defaults(handler=lambda args: list_local())
+    check = add_parser(actions, "check",
+                       "prove an assignment sound: the table of its mistakes' coverage")
     check.add_argument("slug", metavar="SLUG", help="the assignment")
     check.add_argument("--seed", type=int, default=0, metavar="N", help="the seed to check with")
     check.set_defaults(handler=_check)
+    commands.listed["local"].append(
+        ("assignments ACTION", "list, check: this installation's assignments"))
 
 
 def _grade(args: argparse.Namespace) -> int:
@@ -100,7 +105,7 @@ def _grade_one(args: argparse.Namespace) -> int:
 
 
 def list_local() -> int:
-    """The assignments this installation ships (``autograde assignments --local``)."""
+    """The assignments this installation ships (``autograde assignments list``)."""
     from assignments.loader import load_assignment
     from assignments.spec import list_assignments
 

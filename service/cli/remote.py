@@ -38,13 +38,18 @@ def register(commands: Commands) -> None:
     whoami.add_argument("--json", action="store_true", help="print only JSON")
     whoami.set_defaults(handler=_whoami)
 
-    listing = commands.add("student", "assignments", "the assignments you can submit to")
+    listing = commands.add(
+        "student", "assignments", "the assignments you can submit to",
+        description="The assignments you can submit to, on the server. With an ACTION, work "
+                    "on this installation's assignments instead (no service needed).")
     listing.add_argument("--local", action="store_true",
-                         help="list the assignments this installation ships instead (no "
-                              "service needed)")
+                         help="list the assignments this installation ships instead (the same "
+                              "as `assignments list`)")
     listing.add_argument("--url", help=URL_HELP)
     listing.add_argument("--json", action="store_true", help="print only JSON")
     listing.set_defaults(handler=_assignments)
+    commands.assignment_actions = listing.add_subparsers(
+        dest="action", metavar="ACTION", title="actions on this installation's assignments")
 
     submit = commands.add("student", "submit", "submit files for grading and show the report")
     submit.add_argument("files", nargs="+", type=Path, metavar="FILE",

@@ -114,7 +114,7 @@ def test_a_students_session_on_a_real_server(server: Stack) -> None:
     listing = server.autograde("assignments")
     assert listing.returncode == 0, listing.stderr
     assert "ml101" in listing.stdout and "attention" in listing.stdout
-    local = server.autograde("assignments", "--local")
+    local = server.autograde("assignments", "list")
     assert "multi-head-attention" in local.stdout  # this installation's, whatever the course
 
     assert "You have no submissions yet." in server.autograde("submissions").stdout
