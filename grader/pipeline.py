@@ -20,6 +20,7 @@ from grader.diagnosis import DiagnosisInput, Finding, diagnose, with_defining_ch
 from grader.document import RunFacts, build_document, unrunnable_document
 from grader.feedback import Diagnosis, diagnoses_from, with_fallback
 from grader.interface import missing_name_detail
+from grader.maps import with_attention_maps
 from grader.outcomes import (
     CallOutcome,
     SubmissionRun,
@@ -136,6 +137,8 @@ def judge_outcomes(
         [*findings, *extra_findings], plan,
         [(check.kind, verdict.failing_calls) for check, verdict in verdicts])
     diagnoses = with_fallback(diagnoses_from(findings, plan, verdicts), verdicts)
+    diagnoses = with_attention_maps(diagnoses, findings, plan, student, reference, verdicts,
+                                    assignment.reference)
     scored = [(check, verdict, _score(check, verdict, findings)) for check, verdict in verdicts]
     return scored, diagnoses
 

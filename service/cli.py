@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--backend", choices=["auto", "local", "docker"], default="auto",
                        help="sandbox: docker when an engine answers (auto), or local")
     grade.add_argument("--seed", type=int, help="reuse a recorded seed (regrades)")
+    grade.add_argument("--no-plots", dest="plots", action="store_false",
+                       help="leave the attention maps out of the report")
     grade.set_defaults(handler=_grade)
 
     assignments = commands.add_parser("assignments", help="list and verify assignments")
@@ -86,7 +88,7 @@ def _grade(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(terminal_safe(f"{assignment.title} — {', '.join(str(p) for p in args.files)}\n"))
-        print(terminal_safe(render_report(document)))
+        print(terminal_safe(render_report(document, plots=args.plots)))
     return 0
 
 

@@ -32,6 +32,8 @@ def add_service_commands(commands: Any) -> None:
     submit.add_argument("--timeout", type=float, default=600.0,
                         help="seconds to wait for the result (default 600)")
     submit.add_argument("--url")
+    submit.add_argument("--no-plots", dest="plots", action="store_false",
+                       help="leave the attention maps out of the report")
     submit.set_defaults(handler=_submit)
 
     status = commands.add_parser("status", help="show a submission's status and report")
@@ -39,6 +41,8 @@ def add_service_commands(commands: Any) -> None:
     status.add_argument("--json", action="store_true")
     status.add_argument("--wait", action="store_true", help="wait until it is graded")
     status.add_argument("--url")
+    status.add_argument("--no-plots", dest="plots", action="store_false",
+                       help="leave the attention maps out of the report")
     status.set_defaults(handler=_status)
 
     _admin_commands(commands)
@@ -205,7 +209,7 @@ def _submit(args: argparse.Namespace) -> int:
                            last=body["status"])
         if not args.json:
             print()
-        return print_outcome(body, as_json=args.json)
+        return print_outcome(body, as_json=args.json, plots=args.plots)
 
     return _client_call(run, args)
 
@@ -217,7 +221,7 @@ def _status(args: argparse.Namespace) -> int:
         client = Client(Credentials.load(args.url))
         body = (client.wait(args.submission_id, progress=None if args.json else sys.stdout,
                             timeout=600) if args.wait else client.submission(args.submission_id))
-        return print_outcome(body, as_json=args.json)
+        return print_outcome(body, as_json=args.json, plots=args.plots)
 
     return _client_call(run, args)
 
