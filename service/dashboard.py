@@ -146,7 +146,7 @@ class AssignmentStats:
 
     students: int
     graded_students: int
-    histogram: dict[str, list[Any]]
+    histogram: dict[str, Any]
     codes: list[dict[str, Any]]
     checks: list[dict[str, Any]]
     timeline: dict[str, Any]
@@ -222,7 +222,7 @@ def _stuck(session: Session, submissions: list[Scored]) -> list[dict[str, Any]]:
             for code, users in sorted(by_code.items(), key=lambda item: (-len(item[1]), item[0]))]
 
 
-def score_histogram(scores: list[float], max_score: float) -> dict[str, list[Any]]:
+def score_histogram(scores: list[float], max_score: float) -> dict[str, Any]:
     """Counts of scores in ten equal bins of [0, max_score] (the last bin includes the max)."""
     width = (max_score or 1.0) / HISTOGRAM_BINS
     counts = [0] * HISTOGRAM_BINS
