@@ -55,7 +55,10 @@ def attention_map_lines(picture: Any, indent: str) -> list[str]:
     yours = "reproduced" if picture.get("source") == "reproduced" else "yours"
     lines = _wrapped(f"Attention weights on {picture.get('input', 'the probe')} (a query per "
                      f"line, a key per column; shades {SHADES[1]}{SHADES[2]}{SHADES[3]}"
-                     f"{SHADES[4]} from 0 to 1, · blocked key, ? not a number):", indent)
+                     f"{SHADES[4]} from 0 to 1, · blocked key, ? not a number)"
+                     + (": your module returns only its output, so the left grids are those of "
+                        "the known mistake that gives exactly your outputs" if yours ==
+                        "reproduced" else "") + ":", indent)
     for panel in panels:
         student, expected = panel["student"], panel["expected"]
         left = text_grid(student, blocked=panel["blocked"])
