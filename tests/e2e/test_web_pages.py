@@ -370,3 +370,43 @@ def test_students_stuck_on_one_code() -> None:
                scored(3, 6, ("c",)), scored(3, 7, ("c",)), scored(3, 8, ()),
                scored(3, 9, ("c",))]
     assert stuck_students(history) == {"a": [1]}
+
+
+def test_every_page_has_the_frame_and_the_favicon(client: FlaskClient, factory: Factory) -> None:
+    """Navigation and log-out on the account, webhook and LMS pages too, not only the main ones."""
+    log_in(client, "prof")
+    for path in ("/assignments", "/account/tokens", "/dashboard/courses/ml101/webhooks",
+                 "/dashboard/courses/ml101/assignments/attention"):
+        page = client.get(path)
+        assert page.status_code == 200, path
+        html = page.get_data(as_text=True)
+        assert 'aria-label="Main"' in html and "Log out" in html, path
+        assert 'rel="icon"' in html, path
+    icon = client.get("/static/favicon.svg")
+    assert icon.status_code == 200 and b"<svg" in icon.data
+
+
+def test_a_result_page_draws_the_attention_map_as_svg_with_its_table(
+        client: FlaskClient, site: Flask, factory: Factory) -> None:
+    picture = {"version": 1, "call": "masked", "input": "q (1, 2, 8) with <b>a mask</b>",
+               "tests": ["1.1"], "source": "returned", "rows": "queries", "columns": "keys",
+               "caption": "Blocked cells (·) still get weight.", "truncated": False,
+               "panels": [{"head": None, "student": [[0.5, 0.5], [0.2, None]],
+                           "expected": [[1.0, 0.0], [0.2, 0.8]],
+                           "blocked": [[False, True], [False, False]]}]}
+    diagnosis = {"code": "mask-ignored", "message": "m", "hint": "h", "tests": ["1.1"],
+                 "attention_map": picture}
+    held = {**diagnosis, "code": "mask-inverted", "tests": ["1.2"],
+            "attention_map": {**picture, "tests": ["1.2"]}}
+    submission = graded(site, "student", document(
+        check("1.1", "masked", False, tags=["mask-ignored"]),
+        check("1.2", "hidden one", False, visibility="hidden", tags=["mask-inverted"]),
+        diagnoses=[diagnosis, held]))
+    log_in(client, "student")
+    page = client.get(f"/submissions/{submission}/result")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200
+    assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="heatmap"') == 2
+    assert "<b>a mask</b>" not in html and "&lt;b&gt;a mask&lt;/b&gt;" in html
+    assert "0.50 / 0.00 · ≠" in html          # the table: yours / expected, blocked, differs
+    assert 'id="map-mask-inverted"' not in html  # its check is not released to the student

@@ -108,3 +108,13 @@ def test_the_page_figure_reads_the_map_and_refuses_malformed_ones():
                    {**picture, "panels": [{**picture["panels"][0],
                                            "expected": [[0.1] * 40] * 40}]}):
         assert attention_figure(broken) is None
+
+
+def test_every_report_command_takes_no_plots():
+    from service.cli import _parser
+
+    parser = _parser()
+    for argv in (["grade", "--assignment", "attention", "a.py"], ["submit", "a.py",
+                 "--assignment", "attention"], ["status", "3"]):
+        assert parser.parse_args(argv).plots is True
+        assert parser.parse_args([*argv, "--no-plots"]).plots is False
