@@ -22,7 +22,7 @@ heads, numbers rounded to 4 decimals, ``null`` for a value that is not finite::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -72,7 +72,7 @@ def with_attention_maps(
     student: Mapping[str, CallOutcome],
     reference: Mapping[str, CallOutcome],
     checks: Sequence[tuple[CheckSpec, CheckVerdict]],
-    namespace: Any,
+    namespace: Callable[[frozenset[str]], Namespace],
 ) -> list[Diagnosis]:
     """The diagnoses, each weight-evidence one with the map of the call its message cites.
 
@@ -90,7 +90,7 @@ def with_attention_maps(
 def _map_for(diagnosis: Diagnosis, findings: Sequence[Finding], plan: ProbePlan,
              student: Mapping[str, CallOutcome], reference: Mapping[str, CallOutcome],
              checks: Sequence[tuple[CheckSpec, CheckVerdict]],
-             namespace: Any) -> dict[str, Any] | None:
+             namespace: Callable[[frozenset[str]], Namespace]) -> dict[str, Any] | None:
     calls = [c for f in findings if f.code == diagnosis.code for c in f.calls]
     cited = sorted(dict.fromkeys(calls), key=lambda c: plan.call(c).describe not in
                    diagnosis.message)
@@ -129,7 +129,8 @@ def _returned_panels(plan: ProbePlan, call_id: str, student: Mapping[str, CallOu
     return [_panel(None, _first(got), _first(want), _first(allowed))], "returned"
 
 
-def _reproduced_panels(plan: ProbePlan, call_id: str, namespace: Any,
+def _reproduced_panels(plan: ProbePlan, call_id: str,
+                       namespace: Callable[[frozenset[str]], Namespace],
                        mistakes: frozenset[str]) -> tuple[list[dict[str, Any]], str]:
     """Per-head weights of the variant that reproduced the student's outputs, and the
     reference's, observed through the reference module's ``_weights_seen`` hook."""
