@@ -196,7 +196,8 @@ def final_line(body: dict[str, Any]) -> str:
     return text + "."
 
 
-def print_outcome(body: dict[str, Any], *, as_json: bool, out: TextIO = sys.stdout) -> int:
+def print_outcome(body: dict[str, Any], *, as_json: bool, out: TextIO = sys.stdout,
+                  plots: bool = True) -> int:
     """The same report as ``autograde grade``; exit status 0 when graded. Text from the server
     is stripped of terminal control sequences (JSON output escapes them)."""
 
@@ -209,7 +210,7 @@ def print_outcome(body: dict[str, Any], *, as_json: bool, out: TextIO = sys.stdo
     elif body["status"] == "graded" and body.get("results") is not None:
         names = ", ".join(f["name"] for f in body["files"])
         say(f"{body['assignment']} — {names} (submission {body['id']})\n")
-        say(render_report(body["results"]))
+        say(render_report(body["results"], plots=plots))
         say("\n" + final_line(body))
         for comment in body.get("comments") or []:
             say(f"\nFrom {comment.get('author') or 'your instructor'}: {comment['body']}")

@@ -38,6 +38,8 @@ def register(commands: Commands) -> None:
     grade.add_argument("--out", type=Path, metavar="DIR",
                        help="a folder: write each submission's results document there, with "
                             "summary.json")
+    grade.add_argument("--no-plots", dest="plots", action="store_false",
+                       help="leave the attention maps out of the report")
     grade.set_defaults(handler=_grade)
 
     actions = commands.assignment_actions
@@ -100,7 +102,7 @@ def _grade_one(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(terminal_safe(f"{assignment.title} — {', '.join(str(p) for p in args.files)}\n"))
-        print(terminal_safe(render_report(document)))
+        print(terminal_safe(render_report(document, plots=args.plots)))
     return 0
 
 

@@ -64,6 +64,8 @@ def register(commands: Commands) -> None:
     submit.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                         help="how long to wait for the result")
     submit.add_argument("--url", help=URL_HELP)
+    submit.add_argument("--no-plots", dest="plots", action="store_false",
+                       help="leave the attention maps out of the report")
     submit.set_defaults(handler=_submit)
 
     status = commands.add("student", "status", "show a submission's status and report")
@@ -71,6 +73,8 @@ def register(commands: Commands) -> None:
     status.add_argument("--json", action="store_true", help="print only JSON")
     status.add_argument("--wait", action="store_true", help="wait until it is graded")
     status.add_argument("--url", help=URL_HELP)
+    status.add_argument("--no-plots", dest="plots", action="store_false",
+                       help="leave the attention maps out of the report")
     status.set_defaults(handler=_status)
 
     mine = commands.add("student", "submissions", "your submissions, newest first, a page at a "
@@ -205,7 +209,7 @@ def _submit(args: argparse.Namespace) -> int:
                            last=body["status"])
         if not args.json:
             print()
-        return print_outcome(body, as_json=args.json)
+        return print_outcome(body, as_json=args.json, plots=args.plots)
 
     return _client_call(run)
 
@@ -217,7 +221,7 @@ def _status(args: argparse.Namespace) -> int:
         client = _client(args)
         body = (client.wait(args.submission_id, progress=None if args.json else sys.stdout,
                             timeout=600) if args.wait else client.submission(args.submission_id))
-        return print_outcome(body, as_json=args.json)
+        return print_outcome(body, as_json=args.json, plots=args.plots)
 
     return _client_call(run)
 

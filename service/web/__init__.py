@@ -9,6 +9,7 @@ from flask import Flask
 from flask_wtf.csrf import CSRFProtect
 
 from service.web import gradebook, instructor, student, webhooks
+from service.web.figures import attention_figure
 from service.web.pages import assets_blueprint
 from service.web.security import configure_web_security
 
@@ -22,6 +23,7 @@ def init_web(app: Flask) -> None:
         if name in app.blueprints:
             csrf.exempt(app.blueprints[name])
     app.jinja_env.filters["in_zone"] = in_zone
+    app.jinja_env.globals["attention_figure"] = attention_figure
     app.register_blueprint(assets_blueprint())
     for blueprint in (student.blueprint, instructor.blueprint, instructor.account,
                       webhooks.blueprint, gradebook.blueprint):

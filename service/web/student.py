@@ -54,7 +54,9 @@ FINISHED = {SubmissionStatus.GRADED.value, SubmissionStatus.FAILED.value}
 
 @blueprint.app_context_processor
 def page_globals() -> dict[str, Any]:
-    user = web_user() if request.blueprint in {"web", "dashboard"} else None
+    # Every page has the same frame (navigation and log-out): the account, webhook, gradebook
+    # and LMS pages too. Machine endpoints never read the session for it.
+    user = web_user() if request.blueprint not in {"api", "lti_api", "auth", "assets"} else None
     return {"viewer": user, "logout_form": ButtonForm(prefix="logout"),
             "teaches": bool(user and taught_courses(session(), user))}
 
