@@ -22,27 +22,28 @@ from flask import Flask, current_app
 from grader.pipeline import GradingPipeline
 from sandbox import create_backend
 from sandbox.selection import choose_backend
+from service import outbox
 from service.db import database, session
 from service.events import Announcer
 from service.grading import CONNECTION_ERRORS, Grader, GradingInterrupted, GradingPolicy, reap
-from service.lti.passback import GradePassback, PassbackSettings, publish
+from service.lti.passback import GradePassback, PassbackSettings, ScoreCourier
 from service.lti.services import (
     ServiceSettings,
     contexts_to_sync,
     sync_context,
 )
 from service.lti.views import runtime as lti_runtime
+from service.outbox import Courier
 from service.queue import (
     DELIVER_TASK,
     GRADE_TASK,
-    PUBLISH_TASK,
     REAP_TASK,
     SEND_DUE_TASK,
     SYNC_ALL_TASK,
     SYNC_COURSE_TASK,
     enqueue,
 )
-from service.webhooks.delivery import WebhookChannel, WebhookPolicy, deliver
+from service.webhooks.delivery import WebhookChannel, WebhookCourier, WebhookPolicy
 
 log = logging.getLogger(__name__)
 
@@ -131,25 +132,23 @@ _RETRY_ON_CONNECTION_LOSS: dict[str, object] = {
     "retry_jitter": True, "max_retries": None}
 
 
+def courier(channel: str) -> Courier:
+    """What sends one delivery of the channel named ``channel``, as this app is configured."""
+    if channel == WebhookChannel.name:
+        return WebhookCourier(WebhookPolicy.from_config(current_app.config))
+    if channel == GradePassback.name:
+        return ScoreCourier(PassbackSettings.from_config(current_app.config),
+                            lti_runtime().tokens)
+    raise ValueError(f"no delivery channel {channel!r}")
+
+
 @shared_task(name=DELIVER_TASK, bind=True, acks_late=True,  # type: ignore[untyped-decorator]
              **_RETRY_ON_CONNECTION_LOSS)
-def deliver_webhook(self: Task, delivery_id: int) -> str:
-    """One attempt at a webhook delivery; a failed one schedules its retry with a countdown
-    (long backoffs are left to the periodic sweep). Duplicates find the attempt taken."""
-    outcome = deliver(session(), delivery_id, WebhookPolicy.from_config(current_app.config))
-    if outcome.retry_in is not None:
-        raise self.retry(countdown=outcome.retry_in, max_retries=None)
-    return outcome.status
-
-
-@shared_task(name=PUBLISH_TASK, bind=True, acks_late=True,  # type: ignore[untyped-decorator]
-             **_RETRY_ON_CONNECTION_LOSS)
-def publish_score(self: Task, delivery_id: int) -> str:
-    """One attempt at sending a score to an LMS line item; a failed one retries with backoff.
+def deliver(self: Task, channel: str, delivery_id: int) -> str:
+    """One attempt at a delivery of the outbox (a webhook event, a score to the LMS); a failed
+    one schedules its retry with a countdown (long backoffs are left to the periodic sweep).
     Duplicates find the delivery claimed or done."""
-    outcome = publish(session(), delivery_id,
-                      settings=PassbackSettings.from_config(current_app.config),
-                      tokens=lti_runtime().tokens)
+    outcome = outbox.attempt(session(), courier(channel), delivery_id)
     if outcome.retry_in is not None:
         raise self.retry(countdown=outcome.retry_in, max_retries=None)
     return outcome.status
