@@ -1,8 +1,8 @@
 """The worker: its Celery tasks (thin, named, taking ids) and the objects they run on.
 
 This is the one place the worker is wired, and only the worker imports it (``service.worker``):
-the web side sends these tasks by name through ``service.queue``. The grader (pipeline, sandbox
-backend, policy) and the announcer (the channels finished submissions are delivered on) are
+the web side sends these tasks by name through ``service.queue``. The submission grading (pipeline,
+sandbox backend, policy) and the announcer (the channels finished submissions are delivered on) are
 built here, once per worker process on first use, from the app's config. Grading itself lives
 in ``service.grading``.
 """
@@ -22,17 +22,22 @@ from flask import Flask, current_app
 from grader.pipeline import GradingPipeline
 from sandbox import create_backend
 from sandbox.selection import choose_backend
-from service import outbox
+from service import extensions, outbox
 from service.db import database, session
 from service.events import Announcer
-from service.grading import CONNECTION_ERRORS, Grader, GradingInterrupted, GradingPolicy, reap
+from service.grading import (
+    CONNECTION_ERRORS,
+    GradingInterrupted,
+    GradingPolicy,
+    SubmissionGrading,
+    reap,
+)
 from service.lti.passback import GradePassback, PassbackSettings, ScoreCourier
 from service.lti.services import (
     ServiceSettings,
     contexts_to_sync,
     sync_context,
 )
-from service.lti.views import runtime as lti_runtime
 from service.outbox import Courier
 from service.queue import (
     DELIVER_TASK,
@@ -50,22 +55,16 @@ log = logging.getLogger(__name__)
 
 def current_announcer() -> Announcer:
     """The channels finished submissions are announced on: webhooks, then LMS scores."""
-    announcer: Announcer | None = current_app.extensions.get("autograde.announcer")
-    if announcer is None:
-        announcer = Announcer((WebhookChannel.from_config(current_app.config), GradePassback()))
-        current_app.extensions["autograde.announcer"] = announcer
-    return announcer
+    return extensions.announcer.built(
+        lambda: Announcer((WebhookChannel.from_config(current_app.config), GradePassback())))
 
 
-def current_grader() -> Grader:
-    """This worker process's grader, built on first use (its sandbox backend with it)."""
-    grader: Grader | None = current_app.extensions.get("autograde.grader")
-    if grader is None:
-        grader = Grader(pipeline=_pipeline_factory(current_app.config["SANDBOX_BACKEND"]),
-                        policy=GradingPolicy.from_config(current_app.config),
-                        announcer=current_announcer())
-        current_app.extensions["autograde.grader"] = grader
-    return grader
+def current_grading() -> SubmissionGrading:
+    """This worker process's submission grading, built on first use (its sandbox backend with
+    it)."""
+    return extensions.grading.built(lambda: SubmissionGrading(
+        pipeline=_pipeline_factory(current_app.config["SANDBOX_BACKEND"]),
+        policy=GradingPolicy.from_config(current_app.config), announcer=current_announcer()))
 
 
 def _pipeline_factory(name: str) -> Callable[[], GradingPipeline]:
@@ -87,7 +86,7 @@ def grade_submission(self: Task, submission_id: int, resume: str | None = None) 
     it held); a grading that failed on the submission is retried within the attempt bound."""
     config = current_app.config
     try:
-        outcome = current_grader().grade(session(), submission_id, resume=resume)
+        outcome = current_grading().grade(session(), submission_id, resume=resume)
     except GradingInterrupted as interrupted:
         raise self.retry(args=[submission_id], kwargs={"resume": interrupted.token},
                          countdown=retry_delay(self.request.retries + 1, config)
@@ -138,7 +137,7 @@ def courier(channel: str) -> Courier:
         return WebhookCourier(WebhookPolicy.from_config(current_app.config))
     if channel == GradePassback.name:
         return ScoreCourier(PassbackSettings.from_config(current_app.config),
-                            lti_runtime().tokens)
+                            extensions.lti_runtime().tokens)
     raise ValueError(f"no delivery channel {channel!r}")
 
 
@@ -158,7 +157,7 @@ def deliver(self: Task, channel: str, delivery_id: int) -> str:
              time_limit=300)
 def sync_lms_course(context_id: int) -> str:
     """An LMS course's roster (Names and Roles) and line items brought in step."""
-    done = sync_context(session(), context_id, tokens=lti_runtime().tokens,
+    done = sync_context(session(), context_id, tokens=extensions.lti_runtime().tokens,
                         settings=ServiceSettings.from_config(current_app.config))
     return "gone" if done is None else f"{done.roster} / {done.lineitems} line item(s)"
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 import secrets
-from typing import Any
 from urllib.parse import urlsplit
 
 from flask import (
     Blueprint,
+    Flask,
     Response,
     current_app,
     flash,
@@ -27,6 +27,7 @@ from service.courses import course_by_code, find_assignment, require_instructor
 from service.dashboard import teaches
 from service.db import session
 from service.errors import Forbidden, NotFound, ServiceError
+from service.extensions import lti_runtime
 from service.lti import deep_linking, pages
 from service.lti.forms import PlatformForm
 from service.lti.keys import jwks, published_keys, rotate_key
@@ -35,13 +36,11 @@ from service.lti.launch import (
     STATE_COOKIE,
     Launch,
     LaunchSettings,
-    PlatformKeys,
     begin_login,
     validate_launch,
 )
 from service.lti.pages import ReleaseState, course_contexts, lms_page, roster_of
 from service.lti.passback import (
-    AccessTokens,
     GradePassback,
     passback_json,
     passbacks_of,
@@ -49,6 +48,7 @@ from service.lti.passback import (
 )
 from service.lti.platforms import Registration, list_platforms, register_platform, tool_urls
 from service.lti.provision import TOOL_SCOPES, Member, link_resource, provision_member
+from service.lti.runtime import LtiRuntime
 from service.lti.services import ServiceSettings, request_sync, sync_lineitem
 from service.models import (
     CourseAssignment,
@@ -71,19 +71,18 @@ dashboard = page_blueprint("lti_dashboard", __name__, url_prefix="/dashboard/lti
 api = Blueprint("lti_api", __name__, url_prefix="/api/v1/lti")
 
 
-class LtiRuntime:
-    """This process's caches: the platforms' keys and the access tokens they issued us."""
-
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.keys = PlatformKeys(cache_seconds=int(config["LTI_JWKS_CACHE_SECONDS"]),
-                                 timeout=int(config["LTI_HTTP_TIMEOUT_SECONDS"]),
-                                 refetch_seconds=float(config["LTI_JWKS_REFETCH_SECONDS"]))
-        self.tokens = AccessTokens()
-
-
-def runtime() -> LtiRuntime:
-    found: LtiRuntime = current_app.extensions["autograde.lti"]
-    return found
+def init_lti(app: Flask) -> None:
+    """Register the LTI endpoints and pages (call from ``create_app``, after ``init_web``)."""
+    lti_runtime.install(app, LtiRuntime(app.config))
+    # The instructor's dashboard says when LMS scores wait for a release (lti/_release.html).
+    app.jinja_env.globals["lms_release_notice"] = release_notice
+    for registered in (blueprint, dashboard, api):
+        app.register_blueprint(registered)
+    # The LMS posts the login and launch (authenticated by the signed id_token, not a cookie);
+    # the deep-link pick carries a signed token; the API authenticates by bearer token.
+    csrf = app.extensions["csrf"]
+    csrf.exempt(blueprint)
+    csrf.exempt(api)
 
 
 def tool_base_url() -> str:
@@ -120,14 +119,14 @@ def launch() -> BaseResponse | str:
                            state=request.form.get("state", ""),
                            cookie_state=request.cookies.get(STATE_COOKIE),
                            settings=LaunchSettings.from_config(current_app.config),
-                           keys=runtime().keys)
+                           keys=lti_runtime().keys)
     member = provision_member(session(), done)
     if done.message_type == DEEP_LINKING_REQUEST:
         return _picker(done, member)
     link = link_resource(session(), done, member)
     if link.assignment is not None and link.lineitem_url is None \
             and member.context.lineitems_url:
-        sync_lineitem(session(), link, tokens=runtime().tokens,
+        sync_lineitem(session(), link, tokens=lti_runtime().tokens,
                       settings=ServiceSettings.from_config(current_app.config))
     session().commit()
     request_sync(session(), member.context,
@@ -382,7 +381,7 @@ def attach(link_id: int) -> str | BaseResponse:
         if chosen is None or chosen.course_id != link.context.course_id:
             raise NotFound("That assignment is not in this course.")
         link.assignment = chosen
-        sync_lineitem(session(), link, tokens=runtime().tokens,
+        sync_lineitem(session(), link, tokens=lti_runtime().tokens,
                       settings=ServiceSettings.from_config(current_app.config))
         session().commit()
         flash(f"The LMS link now opens {chosen.title}.", "info")
