@@ -14,6 +14,7 @@ from sqlalchemy import text
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from service import api, auth, extensions
+from service.api import lti as api_lti
 from service.celery_app import celery_init_app
 from service.config import load_config
 from service.db import Database, session
@@ -43,6 +44,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     register_error_handlers(app)
     app.register_blueprint(auth.blueprint)
     app.register_blueprint(api.blueprint)
+    app.register_blueprint(api_lti.api)
     init_web(app)
     init_lti(app)
     app.add_url_rule("/healthz", "health", _health)

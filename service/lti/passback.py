@@ -24,6 +24,7 @@ from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 
 from service import queue
+from service.errors import NotFound
 from service.events import Event
 from service.gradebook import counted_score
 from service.lti.keys import sign
@@ -296,6 +297,18 @@ def send_again(session: Session, delivery: ScorePassback) -> None:
     delivery.last_error, delivery.lease_expires_at = None, None
     delivery.dispatched_at = None
     session.flush()
+
+
+def resend_passback(session: Session, target: CourseAssignment,
+                    delivery_id: int) -> ScorePassback:
+    """An instructor's "send again" of one passback of ``target``, committed and its task sent."""
+    delivery = session.get(ScorePassback, delivery_id)
+    if delivery is None or delivery.resource_link.assignment_id != target.id:
+        raise NotFound(f"Assignment {target.slug} has no passback {delivery_id}.")
+    send_again(session, delivery)
+    session.commit()
+    GradePassback().send_due(session, submission_id=delivery.submission_id)
+    return delivery
 
 
 def passbacks_of(session: Session, assignment: CourseAssignment,
