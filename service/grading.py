@@ -237,7 +237,7 @@ def give_up(session: Session, submission: Submission, announcer: Announcer = SIL
               submission.workers_lost)
 
 
-class Grader:
+class SubmissionGrading:
     """What the task calls: claim, run the pipeline, store. One per worker process."""
 
     def __init__(self, *, pipeline: Callable[[], GradingPipeline], policy: GradingPolicy,

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service.admin import app_session
 
 from service.accounts import create_user
 from service.app import create_app
+from service.cli.database import app_session
 from service.courses import course_by_code, enrol
 from service.models import CourseRole, Role
 from tests.e2e.conftest import COURSE, Live, _browser_unavailable, login, screenshot
