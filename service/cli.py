@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("slug")
     check.add_argument("--seed", type=int, default=0)
     check.set_defaults(handler=_check)
+    from assignments.authoring_cli import add_authoring_commands  # new, mutants (torch-free)
+
+    add_authoring_commands(sub)
 
     add_service_commands(commands)
     return parser
