@@ -55,7 +55,7 @@ def _fill(template: str, values: dict[str, str]) -> str:
 
 
 SPEC = '''\
-# <<slug>>: written by `autograde assignments new`. Edit, then `autograde assignments check <<slug>>`.
+# <<slug>>, from `autograde assignments new`. Edit, then `autograde assignments check <<slug>>`.
 title = "<<title>>"
 entry = "<<module>>.py"             # the one file students submit
 required_names = ["scores"]         # names the file must define

@@ -10,6 +10,7 @@ from pathlib import Path
 # Only the commands that load hidden parts or grade import the grader (and torch with it), in
 # their handlers: ``--help`` and the service's commands start in a fraction of a second.
 from assignments.spec import AssignmentError, list_assignments
+from service.cli_authoring import add_authoring_commands
 from service.cli_service import add_service_commands
 from service.terminal import terminal_safe
 
@@ -48,8 +49,6 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("slug")
     check.add_argument("--seed", type=int, default=0)
     check.set_defaults(handler=_check)
-    from assignments.authoring_cli import add_authoring_commands  # new, mutants (torch-free)
-
     add_authoring_commands(sub)
 
     add_service_commands(commands)
