@@ -44,7 +44,10 @@ class MutantResult:
         if self.score >= self.max_score and not self.codes:
             return "full-marks"
         codes = set(self.codes)
-        if codes and codes <= _CRASH_CODES:
+        crashes = codes & _CRASH_CODES
+        # A mutant that no longer runs on ordinary inputs: the crash is what a student sees
+        # (other codes beside it, e.g. all-masked-row for the wrong exception, follow from it).
+        if crashes and (self.score == 0 or not codes - _CRASH_CODES - {"wrong-output"}):
             return "crashed"
         if not codes - {"wrong-output"}:
             return "wrong-output"
