@@ -116,7 +116,7 @@ Write `scores(q, k)` in `<<module>>.py`:
 - return the tensor `q @ kᵀ / sqrt(D)` of shape `(..., T, S)`, in the dtype of the inputs;
 - do not modify `q` or `k`; gradients must flow to both.
 
-Run the public tests with `pytest public_tests`.
+Run the public tests with `SUBMISSION=<<module>>.py pytest public_tests/`.
 '''
 
 STARTER = '''\
@@ -131,21 +131,35 @@ def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 '''
 
 PUBLIC_TEST = '''\
-"""Public tests for <<slug>>: run `pytest public_tests` next to your <<module>>.py."""
+"""Public tests for <<slug>>: run `pytest public_tests/` (set SUBMISSION=path/to/<<module>>.py
+to test your own file; by default the starter is tested)."""
 
+import importlib.util
 import math
+import os
+from pathlib import Path
 
+import pytest
 import torch
 
-from <<module>> import scores
+DEFAULT = Path(__file__).resolve().parent.parent / "starter" / "<<module>>.py"
 
 
-def test_shape():
+@pytest.fixture(scope="module")
+def scores():
+    path = Path(os.environ.get("SUBMISSION", DEFAULT)).resolve()
+    spec = importlib.util.spec_from_file_location("student_<<module>>", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.scores
+
+
+def test_shape(scores):
     q, k = torch.randn(2, 5, 8), torch.randn(2, 7, 8)
     assert scores(q, k).shape == (2, 5, 7)
 
 
-def test_one_pair_by_hand():
+def test_one_pair_by_hand(scores):
     q = torch.tensor([[[1.0, 2.0, 0.0, 0.0]]])
     k = torch.tensor([[[3.0, 1.0, 0.0, 0.0]]])
     assert torch.allclose(scores(q, k), torch.tensor([[[5.0 / math.sqrt(4)]]]))

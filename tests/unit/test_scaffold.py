@@ -3,6 +3,7 @@ through AUTOGRADE_ASSIGNMENTS_DIR; `check` explains a broken package in the auth
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -37,11 +38,14 @@ def test_public_tests_pass_on_a_correct_solution(course: Path) -> None:
     solution = (package / "starter" / "week_one.py").read_text().replace(
         "raise NotImplementedError",
         "return q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5")
-    (package / "public_tests" / "week_one.py").write_text(solution)
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(package / "public_tests")], capture_output=True, text=True,
-                          cwd=package / "public_tests")
+    (course / "week_one.py").write_text(solution)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               str(package / "public_tests")]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=course,
+                          env={**os.environ, "SUBMISSION": str(course / "week_one.py")})
     assert done.returncode == 0, done.stdout + done.stderr
+    starter = subprocess.run(command, capture_output=True, text=True, cwd=course)
+    assert starter.returncode == 1  # the starter raises NotImplementedError
 
 
 def test_new_refuses_bad_or_taken_slugs(course: Path,
