@@ -9,8 +9,8 @@ pipeline in a sandbox (the local backend unless told otherwise). The author read
   cataloguing as a variant, with its own code);
 - ``named``: diagnosed with a specific code already.
 
-Mutants that no longer run (``runtime-error``, ``interface-error``, limits) are counted apart:
-students get a precise message for those already.
+Mutants that raise on some call (``runtime-error``, ``interface-error``, limits) are counted
+apart: students are shown the exception and where it happened.
 """
 
 from __future__ import annotations
@@ -44,10 +44,9 @@ class MutantResult:
         if self.score >= self.max_score and not self.codes:
             return "full-marks"
         codes = set(self.codes)
-        crashes = codes & _CRASH_CODES
-        # A mutant that no longer runs on ordinary inputs: the crash is what a student sees
-        # (other codes beside it, e.g. all-masked-row for the wrong exception, follow from it).
-        if crashes and (self.score == 0 or not codes - _CRASH_CODES - {"wrong-output"}):
+        # A mutant that raises on some calls: the student is shown the exception first (codes
+        # beside it, e.g. all-masked-row where it raised the wrong exception, follow from it).
+        if codes & _CRASH_CODES:
             return "crashed"
         if not codes - {"wrong-output"}:
             return "wrong-output"
@@ -86,7 +85,7 @@ class MutationReport:
                  f"  full marks (the checks miss them)      {counts['full-marks']:>4}",
                  f"  wrong-output only (uncatalogued)       {counts['wrong-output']:>4}",
                  f"  diagnosed with a specific code         {counts['named']:>4}",
-                 f"  no longer run (crash, interface)       {counts['crashed']:>4}"]
+                 f"  raise or break the interface           {counts['crashed']:>4}"]
         sections = (
             ("full-marks", "Full marks: add a probe or a check that sees these (or confirm the "
              "mutant is equivalent):"),

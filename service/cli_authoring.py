@@ -53,18 +53,28 @@ def _new(args: argparse.Namespace) -> int:
 def _mutants(args: argparse.Namespace) -> int:
     from assignments.loader import load_assignment
     from grader.mutants import mutation_report
+    from grader.mutation import SpecialiseError
+    from sandbox import SandboxUnavailable
 
     assignment = load_assignment(args.slug)
     jobs = args.jobs or os.cpu_count() or 1
-    report = mutation_report(assignment, seed=args.seed, limit=args.limit or None,
-                             jobs=jobs, backend=args.backend)
+    try:
+        report = mutation_report(assignment, seed=args.seed, limit=args.limit or None,
+                                 jobs=jobs, backend=args.backend)
+    except SandboxUnavailable as exc:
+        print(f"autograde: the {args.backend} sandbox cannot run here: {exc}", file=sys.stderr)
+        return 3
+    except (SpecialiseError, RuntimeError) as exc:
+        print(f"autograde: {exc}", file=sys.stderr)
+        return 2
     document = report.to_json()
     if args.json is not None and str(args.json) == "-":
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    print(report.render())
     if args.json is not None:
         args.json.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    print(report.render())
+    if args.json is not None:
         print(f"\nfull report: {args.json}")
     return 0
