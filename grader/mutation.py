@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -93,7 +94,9 @@ def mutants(source: str) -> list[Mutant]:
         ast.fix_missing_locations(mutated)
         try:
             text = ast.unparse(mutated)
-            compile(text, "<mutant>", "exec")
+            with warnings.catch_warnings():  # "is" with a literal, and the like: still a mutant
+                warnings.simplefilter("ignore", SyntaxWarning)
+                compile(text, "<mutant>", "exec")
         except (SyntaxError, ValueError):
             continue
         if text in seen:
