@@ -26,7 +26,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if "%(default)" in text or default is None or default is False or default in (
+        if "(default" in text or default is None or default is False or default in (
                 "", [], argparse.SUPPRESS):
             return text
         if not action.option_strings and action.nargs not in ("?", "*"):

@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from service.cli.authoring import add_authoring_commands
 from service.cli.common import Commands, add_parser, fail
 from service.terminal import terminal_safe
 
@@ -50,8 +51,9 @@ def register(commands: Commands) -> None:
     check.add_argument("slug", metavar="SLUG", help="the assignment")
     check.add_argument("--seed", type=int, default=0, metavar="N", help="the seed to check with")
     check.set_defaults(handler=_check)
+    add_authoring_commands(actions)
     commands.listed["local"].append(
-        ("assignments ACTION", "list, check: this installation's assignments"))
+        ("assignments ACTION", "list, check, new, mutants: this installation's assignments"))
 
 
 def _grade(args: argparse.Namespace) -> int:
