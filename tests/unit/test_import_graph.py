@@ -79,3 +79,30 @@ def test_no_service_module_imports_one_that_imports_it_back() -> None:
     graph = {name: _imports(name, path, modules) for name, path in modules.items()}
     loops = [sorted(group) for group in _loops(graph) if frozenset(group) not in PENDING]
     assert loops == [], f"import loops: {loops}"
+
+
+# The layers below the service: what each package may not import, at the top or in a function.
+FORBIDDEN_BELOW = {
+    "grader": ("service", "flask", "sqlalchemy", "celery"),
+    "assignments": ("service", "flask", "sqlalchemy", "celery"),
+    "sandbox": ("service", "grader", "assignments", "flask", "sqlalchemy", "celery"),
+}
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    named: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            named.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            named.add(node.module.partition(".")[0])
+    return named
+
+
+def test_the_layers_below_the_service_import_nothing_above_them() -> None:
+    found = {}
+    for package, forbidden in FORBIDDEN_BELOW.items():
+        for path in sorted((REPO / package).rglob("*.py")):
+            if (wrong := _top_level_imports(path) & set(forbidden)):
+                found[str(path.relative_to(REPO))] = sorted(wrong)
+    assert found == {}
