@@ -3,9 +3,10 @@
 The only module that imports the tasks, so only the worker loads the grading pipeline."""
 
 from service.app import create_app
-from service.tasks import resend_on_connect
+from service.tasks import PollQueueOften, resend_on_connect
 
 # Not named ``app``: Celery's ``-A module`` looks for ``app`` before ``celery``.
 _flask = create_app()
 celery = _flask.extensions["celery"]
 celery.steps["consumer"].add(resend_on_connect(_flask))
+celery.steps["consumer"].add(PollQueueOften)
