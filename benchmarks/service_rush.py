@@ -16,8 +16,9 @@ from the server's own timestamps), each submission's wait (requested -> graded),
 per submission by process, read from /proc: web (gunicorn tree), worker (Celery tree), the
 sandbox containers (a benchmark-only cgroup parent, whose usage outlives the containers), the
 Docker daemons, PostgreSQL and Redis. The last three are shared with anything else using them on
-this machine, and are marked so. The benchmark watches the rush with one list request every
-second (``GET /api/v1/submissions?limit=N``; waits come from the server's timestamps), not one request per submission.
+this machine, and are marked so. The benchmark watches the rush with one list request a second
+(``GET /api/v1/submissions?limit=N``; waits come from the server's timestamps), not one request
+per submission.
 
 Usage (an engine and the sandbox image: ``make sandbox-image``)::
 
