@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -232,7 +233,7 @@ def _worker_argv(cgroup: str | None) -> list[str]:
 
 
 def service(name: str, items: list[Item], runs: int, backend_name: str, database: str,
-            broker: str, folder: Path) -> Outcome:
+            broker: str, folder: Path, profile: Path | None = None) -> Outcome:
     env = dict(os.environ)
     queue = f"bench-{uuid.uuid4().hex[:8]}"
     port = free_port()
@@ -289,10 +290,15 @@ def service(name: str, items: list[Item], runs: int, backend_name: str, database
             latency.append(time.perf_counter() - started)
         time.sleep(3)
         roots = {"web": stack.processes["web"].pid, "worker": stack.processes["worker"].pid}
+        spies = [] if profile is None else [spy(pid, profile / f"{role}.txt")
+                                            for role, pid in roots.items()]
         before, load = sample(roots, cgroup), os.getloadavg()[0]
         with ThreadPoolExecutor(8) as pool:
             ids = set(pool.map(post, items))
         bodies = watch_rush(http, stack.url, ids)
+        for process in spies:
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=60)
         time.sleep(3)  # the pool refilled
         after = sample(roots, cgroup)
         requested = [_at(b["requested_at"]) for b in bodies]
@@ -305,6 +311,15 @@ def service(name: str, items: list[Item], runs: int, backend_name: str, database
                        (load, os.getloadavg()[0]))
     finally:
         stack.stop_all()
+
+
+def spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling a process tree (collapsed stacks; ``pip install py-spy``)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([os.environ.get("PY_SPY", "py-spy"), "record", "--pid", str(pid),
+                             "--subprocesses", "--rate", "50", "--format", "raw", "--output",
+                             str(out), "--nonblocking"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
 
 
 def watch_rush(http: requests.Session, url: str, ids: set[int]) -> list[dict[str, Any]]:
@@ -396,6 +411,8 @@ def main() -> int:
     parser.add_argument("--latency-runs", type=int, default=8)
     parser.add_argument("--backend", choices=("docker", "local"), default="docker")
     parser.add_argument("--no-embedded", action="store_true")
+    parser.add_argument("--profile", type=Path, help="py-spy the web and worker during the "
+                        "PostgreSQL + Redis rush; collapsed stacks written to this folder")
     args = parser.parse_args()
     started, load = datetime.datetime.now(datetime.UTC), os.getloadavg()[0]
     items = mixed(args.n)
@@ -407,7 +424,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp, postgres_database() as database:
             outcomes.append(service("service, PostgreSQL + Redis", items, args.latency_runs,
                                     args.backend, database, REDIS_URL.rsplit("/", 1)[0] + "/6",
-                                    Path(tmp)))
+                                    Path(tmp), args.profile))
         print(f"  {outcomes[-1].name}: done", file=sys.stderr)
         if not args.no_embedded:
             with tempfile.TemporaryDirectory() as tmp:
