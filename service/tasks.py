@@ -10,6 +10,7 @@ in ``service.grading``.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sys
 import threading
@@ -173,6 +174,20 @@ def sync_lms_rosters() -> int:
     for context_id in contexts:
         sync_lms_course.apply_async(args=[context_id], queue=current_app.config["QUEUE"])
     return len(contexts)
+
+
+def share_warm_pool(*, options: Mapping[str, Any], **_: Any) -> None:
+    """At worker start (``celeryd_init``, before the grading processes fork): each process
+    keeps ``cores / processes`` warm containers (at least one), so the worker as a whole keeps
+    one per core, unless ``AUTOGRADE_DOCKER_POOL_SIZE`` says otherwise. With the backend's
+    default of two per process, two processes on two cores kept four containers starting
+    (importing torch) beside the gradings, for no more throughput."""
+    if "AUTOGRADE_DOCKER_POOL_SIZE" not in os.environ:
+        processes = int(options.get("concurrency") or os.cpu_count() or 1)
+        os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] = str(max(1, (os.cpu_count() or 1)
+                                                           // max(processes, 1)))
+        log.info("warm pool: %s container(s) per grading process, %s process(es)",
+                 os.environ["AUTOGRADE_DOCKER_POOL_SIZE"], processes)
 
 
 QUEUE_POLL_SECONDS = 0.1

@@ -3,6 +3,7 @@ through the engine), at once and often when a run waits for the container."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -63,3 +64,18 @@ def test_a_run_waiting_for_a_starting_container_gets_it_once_ready() -> None:
         taker.join(10)
         assert taken == [container]
         pool.close()
+
+
+def test_the_worker_keeps_one_warm_container_per_core(monkeypatch: Any) -> None:
+    from service.tasks import share_warm_pool
+
+    monkeypatch.delenv("AUTOGRADE_DOCKER_POOL_SIZE", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    share_warm_pool(options={"concurrency": 2})
+    assert os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] == "2"
+    monkeypatch.setenv("AUTOGRADE_DOCKER_POOL_SIZE", "3")
+    share_warm_pool(options={"concurrency": 8})
+    assert os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] == "3"  # an explicit setting stands
+    monkeypatch.delenv("AUTOGRADE_DOCKER_POOL_SIZE")
+    share_warm_pool(options={"concurrency": 8})
+    assert os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] == "1"
