@@ -116,8 +116,9 @@ class WarmPool:
                     remaining = waited_until - time.monotonic()
                     if self._closed or self._starting == 0 or remaining <= 0:
                         return None
-                    self._waiting += 1
-                    self._changed.notify_all()  # starting containers: check now, and often
+                    if self._waiting == 0:  # the first: starting containers check now, often
+                        self._changed.notify_all()  # (only the first: takers would wake each
+                    self._waiting += 1              # other's notify back and forth)
                     try:
                         self._changed.wait(remaining)
                     finally:

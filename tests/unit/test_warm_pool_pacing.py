@@ -79,3 +79,21 @@ def test_the_worker_keeps_one_warm_container_per_core(monkeypatch: Any) -> None:
     monkeypatch.delenv("AUTOGRADE_DOCKER_POOL_SIZE")
     share_warm_pool(options={"concurrency": 8})
     assert os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] == "1"
+
+
+def test_runs_waiting_together_do_not_wake_each_other_in_a_loop() -> None:
+    container = FakeContainer()
+    with ThreadPoolExecutor(1) as starter:
+        pool = _pool(container, starter)
+        pool.fill()
+        takers = [threading.Thread(target=pool.take, args=(Limits(),)) for _ in range(2)]
+        for taker in takers:
+            taker.start()
+        time.sleep(0.2)
+        cpu = time.process_time()
+        time.sleep(1.0)
+        assert time.process_time() - cpu < 0.5  # a wake-up loop between them burns a core
+        pool.close()
+        container.ready.set()
+        for taker in takers:
+            taker.join(10)
