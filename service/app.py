@@ -21,6 +21,7 @@ from service.db import Database, session
 from service.edge import install_edge_checks
 from service.errors import register_error_handlers
 from service.lti.views import init_lti
+from service.status_watch import StatusWatch
 from service.web import init_web
 
 
@@ -41,6 +42,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     db = extensions.database.install(app, Database(app.config["DATABASE_URL"]))
     app.teardown_appcontext(lambda _exc: db.sessions.remove())
 
+    extensions.status_watch.install(app, StatusWatch.from_config(app.config))
     register_error_handlers(app)
     app.register_blueprint(auth.blueprint)
     app.register_blueprint(api.blueprint)

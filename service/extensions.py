@@ -1,7 +1,8 @@
 """The app's shared objects, in one home: each is installed on the Flask app once and read
 back through a typed accessor, never through ``current_app.extensions["..."]`` at the call site.
 
-``create_app`` installs the database, Celery, the LTI runtime and the login throttle; the worker
+``create_app`` installs the database, Celery, the LTI runtime, the login throttle and the
+status watch; the worker
 (``service.tasks``) builds the announcer and the submission grading on first use. This module
 imports nothing of ours at run time, so anything may import it without a cycle.
 """
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from service.events import Announcer
     from service.grading import SubmissionGrading
     from service.lti.runtime import LtiRuntime
+    from service.status_watch import StatusWatch
     from service.web.security import LoginThrottle
 
 T = TypeVar("T")
@@ -65,3 +67,5 @@ lti_runtime: Shared[LtiRuntime] = Shared("autograde.lti")
 """The platforms' keys and the access tokens they issued us (``service.lti.runtime``)."""
 login_throttle: Shared[LoginThrottle] = Shared("autograde.login_throttle")
 """Failed logins counted per address and account (``service.web.security``)."""
+status_watch: Shared[StatusWatch] = Shared("autograde.status_watch")
+"""Wakes the requests that wait for a submission's status to change (``service.status_watch``)."""

@@ -10,6 +10,7 @@ in ``service.grading``.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sys
 import threading
@@ -48,6 +49,7 @@ from service.queue import (
     SYNC_COURSE_TASK,
     enqueue,
 )
+from service.status_watch import status_publisher
 from service.webhooks.delivery import WebhookChannel, WebhookCourier, WebhookPolicy
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,8 @@ def current_grading() -> SubmissionGrading:
     it)."""
     return extensions.grading.built(lambda: SubmissionGrading(
         pipeline=_pipeline_factory(current_app.config["SANDBOX_BACKEND"]),
-        policy=GradingPolicy.from_config(current_app.config), announcer=current_announcer()))
+        policy=GradingPolicy.from_config(current_app.config), announcer=current_announcer(),
+        status_changed=status_publisher(current_app.config)))
 
 
 def _pipeline_factory(name: str) -> Callable[[], GradingPipeline]:
@@ -169,6 +172,37 @@ def sync_lms_rosters() -> int:
     for context_id in contexts:
         sync_lms_course.apply_async(args=[context_id], queue=current_app.config["QUEUE"])
     return len(contexts)
+
+
+def share_warm_pool(*, options: Mapping[str, Any], **_: Any) -> None:
+    """At worker start (``celeryd_init``, before the grading processes fork): each process
+    keeps ``cores / processes`` warm containers (at least one), so the worker as a whole keeps
+    one per core, unless ``AUTOGRADE_DOCKER_POOL_SIZE`` says otherwise. With the backend's
+    default of two per process, two processes on two cores kept four containers starting
+    (importing torch) beside the gradings, for no more throughput."""
+    if "AUTOGRADE_DOCKER_POOL_SIZE" not in os.environ:
+        processes = int(options.get("concurrency") or os.cpu_count() or 1)
+        os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] = str(max(1, (os.cpu_count() or 1)
+                                                           // max(processes, 1)))
+        log.info("warm pool: %s container(s) per grading process, %s process(es)",
+                 os.environ["AUTOGRADE_DOCKER_POOL_SIZE"], processes)
+
+
+QUEUE_POLL_SECONDS = 0.1
+
+
+class PollQueueOften(bootsteps.StartStopStep):  # type: ignore[misc]
+    """A worker consumer step: a broker that is polled (the embedded default's queue table) is
+    polled every 0.1 s instead of kombu's 1 s, which was the whole queue wait of a submission on
+    an idle machine; a poll is one cheap read of a small SQLite table. Brokers that push (Redis)
+    are left alone."""
+
+    requires = ("celery.worker.consumer.connection:Connection",)
+
+    def start(self, consumer: Any) -> None:
+        transport = consumer.connection.transport
+        if getattr(transport, "polling_interval", None) is not None:
+            transport.polling_interval = min(transport.polling_interval, QUEUE_POLL_SECONDS)
 
 
 def resend_on_connect(app: Flask) -> type[bootsteps.StartStopStep]:

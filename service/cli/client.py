@@ -21,6 +21,7 @@ from grader.report import render_report
 from service.terminal import terminal_safe
 
 DEFAULT_URL = "http://127.0.0.1:8000"
+LONG_POLL_SECONDS = 20  # below the request timeout (30 s) and the server's cap
 
 
 class ClientError(Exception):
@@ -151,31 +152,44 @@ class Client:
         return self.call("POST", f"/api/v1/assignments/{assignment}/submissions", files=parts,
                          params=params)
 
-    def submission(self, submission_id: int) -> Any:
-        return self.call("GET", f"/api/v1/submissions/{submission_id}")
+    def submission(self, submission_id: int, *, wait: float = 0,
+                   since: str | None = None) -> Any:
+        """One submission; ``wait`` > 0 long-polls: the server answers when its status is no
+        longer ``since`` (or after ``wait`` seconds, or at once when it is busy)."""
+        params = {"wait": int(wait), **({"since": since} if since else {})} if wait >= 1 \
+            else None
+        return self.call("GET", f"/api/v1/submissions/{submission_id}", params=params)
 
     def wait(self, submission_id: int, *, progress: TextIO | None, timeout: float,
              interval: float = 0.5, last: str | None = None) -> Any:
-        """Poll until graded or failed, printing each status change to ``progress``."""
+        """Follow a submission until graded or failed, printing each status change to
+        ``progress``. Each request is a long poll, so a result shows the moment it is stored;
+        an answer that comes back at once unchanged (a busy or older server) is followed by a
+        pause of ``interval``, as plain polling would."""
         deadline = time.monotonic() + timeout
+        seen = last
         while True:
-            body = self.submission(submission_id)
+            asked = time.monotonic()
+            wait = min(LONG_POLL_SECONDS, max(deadline - asked, 0)) if seen else 0
+            body = self.submission(submission_id, since=seen, wait=wait)
             status = body["status"]
+            shown = status
             if status == "queued" and body.get("waiting_for_sandbox"):
-                status = "queued (waiting for a grading machine; it will be graded by itself)"
-            if status != last and progress is not None:
+                shown = "queued (waiting for a grading machine; it will be graded by itself)"
+            if shown != last and progress is not None:
                 attempt = f" (attempt {body['attempts']})" if status == "running" and \
                     body["attempts"] > 1 else ""
-                print(f"  {status}{attempt}", file=progress, flush=True)
-                last = status
-            status = body["status"]
+                print(f"  {shown}{attempt}", file=progress, flush=True)
+                last = shown
             if status in ("graded", "failed"):
                 return body
             if time.monotonic() > deadline:
                 raise ClientError(f"submission {submission_id} is still {status} after "
                                   f"{timeout:g} s; check later with `autograde status "
                                   f"{submission_id}`")
-            time.sleep(interval)
+            if status == seen and time.monotonic() - asked < interval:
+                time.sleep(interval)
+            seen = status
 
 
 def final_line(body: dict[str, Any]) -> str:

@@ -26,8 +26,10 @@ from service.dashboard import counted_scores, pointed_lines, taught_courses
 from service.db import session
 from service.errors import ServiceError
 from service.gradebook import deadline_of
+from service.http import int_arg
 from service.models import CourseAssignment, CourseRole, Submission, SubmissionStatus, User
 from service.queue import enqueue
+from service.status_watch import submission_after_wait
 from service.submissions import (
     count_mine,
     my_submissions,
@@ -187,7 +189,10 @@ def submission(submission_id: int) -> str:
 @blueprint.get("/submissions/<int:submission_id>/status.json")
 @login_page
 def submission_status(submission_id: int) -> Response:
-    found = readable_submission(session(), page_user(), submission_id)
+    """The page's live status; ``?wait=N&since=STATUS`` answers when it changes (a long poll)."""
+    found = submission_after_wait(session(), page_user(), submission_id,
+                                  wait=int_arg("wait", 0, high=3600),
+                                  since=request.args.get("since"))
     body = submission_json(session(), found, page_user())
     return jsonify(id=found.id, status=body["status"], attempts=body["attempts"],
                    waiting_for_sandbox=body["waiting_for_sandbox"],
