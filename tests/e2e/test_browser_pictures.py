@@ -153,3 +153,48 @@ def test_the_dashboard_of_a_300_student_course_answers_at_a_glance(
     assert errors == []
     assert audit(page) == []
     screenshot(page, "instructor-dashboard-300")
+
+
+def _every_page(graded: dict[str, int]) -> dict[str, list[str]]:
+    """The pages a student and an instructor reach from the navigation, by who opens them."""
+    submission = graded["causal-leak"]
+    dashboard = f"/dashboard/courses/{COURSE}"
+    assignment = f"{dashboard}/assignments/multi-head-attention"
+    return {
+        "pia": ["/", "/assignments", f"/courses/{COURSE}/assignments/attention",
+                f"/submissions/{submission}", "/account/tokens"],
+        "prof": ["/dashboard/", assignment, f"{assignment}/submissions", f"{assignment}/gradebook",
+                 f"{assignment}/settings", f"{assignment}/extensions", f"{assignment}/regrade",
+                 f"{dashboard}/people", f"{dashboard}/webhooks",
+                 f"/dashboard/submissions/{submission}", "/dashboard/lti/platforms",
+                 f"/dashboard/lti/courses/{COURSE}/roster",
+                 f"/dashboard/lti/courses/{COURSE}/assignments/multi-head-attention/passbacks",
+                 "/account/tokens"],
+    }
+
+
+@pytest.mark.parametrize("who", ["pia", "prof"])
+def test_every_page_has_the_frame_fits_a_phone_and_passes_axe(
+        live: Live, chromium: Any, graded: dict[str, int], who: str) -> None:
+    context = chromium.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    login(page, live, who)
+    found: dict[str, Any] = {}
+    for path in _every_page(graded)[who]:
+        response = page.goto(live.path(path))
+        page.wait_for_load_state("load")
+        problems = []
+        if response is None or response.status != 200:
+            problems.append(f"status {response.status if response else None}")
+        if page.locator("header nav[aria-label=Main]").count() != 1:
+            problems.append("no navigation bar")
+        if page.locator("header form.logout button").count() != 1:
+            problems.append("no log-out")
+        if (width := page.evaluate("document.documentElement.scrollWidth")) > 390:
+            problems.append(f"{width} px wide at 390")
+        if violations := audit(page):
+            problems.append(f"axe: {violations}")
+        if problems:
+            found[path] = problems
+    context.close()
+    assert found == {}
