@@ -81,6 +81,10 @@ _POLL_SECONDS = 0.02
 _OOM_EVENT_GRACE_SECONDS = 0.05
 _GVISOR_HOST_PIDS_PER_PROCESS = 8
 _STREAM_DRAIN_SECONDS = 0.5
+# How long a runner killed by a signal waits for the engine to say whether its container went too.
+_CONTAINER_SETTLE_SECONDS = 1.0
+_CONTAINER_SETTLE_POLL_SECONDS = 0.1
+_SIGNAL_EXIT_BASE = 128  # an exit status above it is 128 + the signal that killed the process
 
 
 @dataclass(frozen=True)
@@ -354,6 +358,13 @@ class SandboxContainer:
         the engine or an operator, which the caller reports as a sandbox error to retry.
         """
         state = self._container_state()
+        # A container killed from outside takes its runner first: the engine may still call it
+        # running for a moment after the killed exec has ended.
+        settle = time.monotonic() + _CONTAINER_SETTLE_SECONDS
+        killed = exit_code is None or exit_code >= _SIGNAL_EXIT_BASE
+        while killed and state.get("Running") and time.monotonic() < settle:
+            time.sleep(_CONTAINER_SETTLE_POLL_SECONDS)
+            state = self._container_state()
         if self._out_of_memory(since, state):
             return Termination.MEMORY_LIMIT
         if not state.get("Running"):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -214,21 +215,27 @@ def test_a_sandbox_killed_at_its_memory_limit_is_reported_as_memory_limit(
     assert result.termination is Termination.MEMORY_LIMIT, result.detail
 
 
+@contextlib.contextmanager
+def _ready_container(client: docker.DockerClient, workdir: Path) -> Iterator[SandboxContainer]:
+    """A container of our own whose runner has imported torch and waits for its job."""
+    spec = ContainerSpec(image=DockerSettings().image, owner=owner_id(), workdir=workdir)
+    sandbox = SandboxContainer(client, spec, Limits(), label="test", lifetime_seconds=120)
+    try:
+        wait_until_ready(sandbox, 120)
+        yield sandbox
+    finally:
+        sandbox.destroy()
+
+
 def test_a_container_killed_by_someone_else_is_not_the_students_doing(
     docker_client: docker.DockerClient, tmp_path: Path
 ) -> None:
-    spec = ContainerSpec(image=DockerSettings().image, owner=owner_id(), workdir=tmp_path)
-    sandbox = SandboxContainer(docker_client, spec, Limits(), label="test",
-                               lifetime_seconds=120)
-    try:
-        wait_until_ready(sandbox, 120)
+    with _ready_container(docker_client, tmp_path) as sandbox:
         killer = threading.Timer(2.0, sandbox.container.kill)
         killer.start()
         with pytest.raises(RuntimeError, match="ended under the runner"):
             sandbox.run(make_job("while True:\n    pass\n"))
         killer.join()
-    finally:
-        sandbox.destroy()
 
 
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])
@@ -261,15 +268,9 @@ for pid in os.listdir("/proc"):
 def test_a_flood_of_the_container_log_cannot_start(
     docker_client: docker.DockerClient, tmp_path: Path
 ) -> None:
-    spec = ContainerSpec(image=DockerSettings().image, owner=owner_id(), workdir=tmp_path)
-    sandbox = SandboxContainer(docker_client, spec, Limits(), label="test",
-                               lifetime_seconds=120)
-    try:
-        wait_until_ready(sandbox, 120)
+    with _ready_container(docker_client, tmp_path) as sandbox:
         result = sandbox.run(make_job(LOG_FLOOD))
         logged = sandbox.container.logs(stdout=True, stderr=True)
-    finally:
-        sandbox.destroy()
     assert result.termination is Termination.EXITED
     assert logged == b""
 
