@@ -207,29 +207,26 @@ def _sync(args: argparse.Namespace) -> int:
     return with_session(run)
 
 
+_SETTING_OPTIONS = (
+    ("due", "due_at"), ("time_zone", "time_zone"), ("late_policy", "late_policy"),
+    ("late_penalty", "late_penalty_per_day"), ("publish", "published"),
+    ("release_results", "results_published"), ("score_policy", "score_policy"))
+"""``admin assignment``'s options and the settings they change (``--rate-limit`` apart)."""
+
+
 def _assignment(args: argparse.Namespace) -> int:
     from service.cli.database import set_assignment, with_session
 
-    changes: dict[str, Any] = {}
-    if args.due is not None:
-        changes["due_at"] = None if args.due == "none" else args.due
-    if args.time_zone is not None:
-        changes["time_zone"] = args.time_zone
-    if args.late_policy is not None:
-        changes["late_policy"] = args.late_policy
-    if args.late_penalty is not None:
-        changes["late_penalty_per_day"] = args.late_penalty
+    changes: dict[str, Any] = {
+        setting: getattr(args, option) for option, setting in _SETTING_OPTIONS
+        if getattr(args, option) is not None}
+    if changes.get("due_at") == "none":
+        changes["due_at"] = None
     if args.rate_limit is not None:
         count, _, window = args.rate_limit.partition("/")
         if not (count.isdigit() and window.isdigit()):
             return fail("--rate-limit takes N/SECONDS, e.g. 10/3600")
         changes.update(rate_limit_count=int(count), rate_limit_window_seconds=int(window))
-    if args.publish is not None:
-        changes["published"] = args.publish
-    if args.release_results is not None:
-        changes["results_published"] = args.release_results
-    if args.score_policy is not None:
-        changes["score_policy"] = args.score_policy
 
     def run(session: Any) -> None:
         set_assignment(session, args.course, args.slug, changes)
