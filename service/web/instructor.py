@@ -14,12 +14,15 @@ from flask import (
     redirect,
     render_template,
     request,
+    stream_with_context,
     url_for,
 )
 from sqlalchemy import select
 from werkzeug.wrappers import Response as BaseResponse
 
 from service.accounts import create_user, issue_token, revoke_token
+from service.bulk import archive_name
+from service.bulk import stream as stream_archive
 from service.courses import course_by_code, enrol, find_assignment, require_instructor
 from service.dashboard import (
     SubmissionFilter,
@@ -130,6 +133,18 @@ def export_csv(course: str, slug: str) -> Response:
     body = export_scores_csv(session(), target, every_submission=request.args.get("all") == "true")
     return Response(body, mimetype="text/csv", headers={
         "Content-Disposition": f'attachment; filename="{target.slug}-scores.csv"'})
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/submissions.zip")
+@login_page
+def download_submissions(course: str, slug: str) -> Response:
+    """Every counted submission (``?all=true``: every submission) as one zip, streamed."""
+    target = _taught(course, slug)
+    every = request.args.get("all") == "true"
+    name = archive_name(target, every_submission=every)
+    return Response(stream_with_context(stream_archive(session(), target, every_submission=every)),
+                    mimetype="application/zip",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
 @blueprint.get("/courses/<course>/assignments/<slug>/gradescope.json")
