@@ -48,6 +48,7 @@ from service.models import Course, CourseAssignment, CourseRole, Role, User
 from service.pagination import page_numbers
 from service.queue import enqueue
 from service.records import adjustments_of
+from service.similarity import pair_view, similarity_report
 from service.submissions import readable_submission
 from service.waiting import sandbox_status
 from service.web.forms import ButtonForm, EnrolForm, NewUserForm, TokenForm
@@ -145,6 +146,28 @@ def download_submissions(course: str, slug: str) -> Response:
     return Response(stream_with_context(stream_archive(session(), target, every_submission=every)),
                     mimetype="application/zip",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/similarity")
+@login_page
+def similarity(course: str, slug: str) -> str:
+    """Pairs of counted submissions far more alike than the class's usual closest match."""
+    target = _taught(course, slug)
+    return render_template("dashboard/similarity.html", assignment=target,
+                           report=similarity_report(session(), target))
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/similarity/<first>/<second>")
+@login_page
+def similarity_pair(course: str, slug: str, first: str, second: str) -> str:
+    """Two students' counted code side by side, the matching regions marked."""
+    target = _taught(course, slug)
+    found = pair_view(session(), target, first, second)
+    if found is None:
+        raise NotFound(f"{first!r} and {second!r} do not both have a counted submission.")
+    pair, sides = found
+    return render_template("dashboard/similarity_pair.html", assignment=target, pair=pair,
+                           sides=sides)
 
 
 @blueprint.get("/courses/<course>/assignments/<slug>/gradescope.json")

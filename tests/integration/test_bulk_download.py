@@ -145,3 +145,46 @@ def test_the_zip_holds_the_counted_submissions_and_a_true_manifest(
     overview = prof_pages.get("/dashboard/courses/ml101/assignments/attention")
     assert page_url.encode() in overview.get_data()
     prof_pages.application.extensions["autograde.db"].engine.dispose()
+
+
+def test_the_similarity_page_lists_the_copied_pair_for_instructors_only(
+        pg_app: Flask, pg_factory: Factory, pg_url: str,
+        make_app: Callable[..., Flask]) -> None:
+    import random
+
+    from tests.similaritykit import distinct_submission, near_copy
+
+    course = pg_factory.course("ml101")
+    other = pg_factory.course("cs200")
+    pg_factory.user("prof", role=Role.INSTRUCTOR, course=course,
+                    course_role=CourseRole.INSTRUCTOR)
+    pg_factory.user("stranger", role=Role.INSTRUCTOR, course=other,
+                    course_role=CourseRole.INSTRUCTOR)
+    assignment = pg_factory.assignment(course)
+    rng = random.Random(2)
+    sources = {f"st{i:02d}": distinct_submission(rng) for i in range(24)}
+    sources["st23"] = near_copy(sources["st05"])
+    for minutes, (name, code) in enumerate(sorted(sources.items())):
+        student = pg_factory.user(name, course=course)
+        _submit(student, assignment, {"attention.py": code.encode()}, score=5,
+                minutes_ago=60 - minutes)
+    url = "/dashboard/courses/ml101/assignments/attention/similarity"
+    for username, status in (("stranger", 404), ("st05", 403)):
+        pages = make_app(pg_url).test_client()
+        _log_in(pages, username)
+        assert pages.get(url).status_code == status
+        assert pages.get(url + "/st05/st23").status_code == status
+        pages.application.extensions["autograde.db"].engine.dispose()
+    pages = make_app(pg_url).test_client()
+    _log_in(pages, "prof")
+    page = pages.get(url).get_data(as_text=True)
+    assert re.findall(r'data-pair="([^"]+)"', page) == ["st05 st23"]
+    assert "24 students, 276 pairs compared" in page
+    side = pages.get(url + "/st05/st23")
+    assert side.status_code == 200
+    body = side.get_data(as_text=True)
+    assert body.count("<mark>") >= 2 and "# my solution" in body
+    assert pages.get(url + "/st05/nobody").status_code == 404
+    assert b'href="' + url.encode() in pages.get(
+        "/dashboard/courses/ml101/assignments/attention").get_data()
+    pages.application.extensions["autograde.db"].engine.dispose()
