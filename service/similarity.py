@@ -178,3 +178,17 @@ def segments(code: str, ranges: Sequence[tuple[int, int]]) -> list[tuple[str, bo
             out.append((code[at:index], marked[at]))
             at = index
     return out
+
+
+def report_csv(report: Report) -> str:
+    """The flagged pairs as CSV, closest first, with the threshold they passed."""
+    import csv
+
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["first", "second", "score", "share_of_first", "share_of_second",
+                     "threshold"])
+    for pair in report.flagged:
+        writer.writerow([pair.first, pair.second, f"{pair.score:.3f}", f"{pair.shares[0]:.3f}",
+                         f"{pair.shares[1]:.3f}", f"{report.threshold:.3f}"])
+    return out.getvalue()

@@ -48,7 +48,7 @@ from service.models import Course, CourseAssignment, CourseRole, Role, User
 from service.pagination import page_numbers
 from service.queue import enqueue
 from service.records import adjustments_of
-from service.similarity import pair_view, similarity_report
+from service.similarity import pair_view, report_csv, similarity_report
 from service.submissions import readable_submission
 from service.waiting import sandbox_status
 from service.web.forms import ButtonForm, EnrolForm, NewUserForm, TokenForm
@@ -155,6 +155,15 @@ def similarity(course: str, slug: str) -> str:
     target = _taught(course, slug)
     return render_template("dashboard/similarity.html", assignment=target,
                            report=similarity_report(session(), target))
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/similarity.csv")
+@login_page
+def similarity_csv(course: str, slug: str) -> Response:
+    target = _taught(course, slug)
+    return Response(report_csv(similarity_report(session(), target)), mimetype="text/csv",
+                    headers={"Content-Disposition":
+                             f'attachment; filename="{target.slug}-similarity.csv"'})
 
 
 @blueprint.get("/courses/<course>/assignments/<slug>/similarity/<first>/<second>")

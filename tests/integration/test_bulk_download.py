@@ -174,6 +174,7 @@ def test_the_similarity_page_lists_the_copied_pair_for_instructors_only(
         _log_in(pages, username)
         assert pages.get(url).status_code == status
         assert pages.get(url + "/st05/st23").status_code == status
+        assert pages.get(url + ".csv").status_code == status
         pages.application.extensions["autograde.db"].engine.dispose()
     pages = make_app(pg_url).test_client()
     _log_in(pages, "prof")
@@ -185,6 +186,9 @@ def test_the_similarity_page_lists_the_copied_pair_for_instructors_only(
     body = side.get_data(as_text=True)
     assert body.count("<mark>") >= 2 and "# my solution" in body
     assert pages.get(url + "/st05/nobody").status_code == 404
+    rows = list(csv.DictReader(io.StringIO(pages.get(url + ".csv").get_data(as_text=True))))
+    assert [(row["first"], row["second"]) for row in rows] == [("st05", "st23")]
+    assert float(rows[0]["score"]) > 0.9 > float(rows[0]["threshold"])
     assert b'href="' + url.encode() in pages.get(
         "/dashboard/courses/ml101/assignments/attention").get_data()
     pages.application.extensions["autograde.db"].engine.dispose()
