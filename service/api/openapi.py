@@ -134,6 +134,14 @@ def openapi_document() -> dict[str, Any]:
                 "schema": {"type": "string"}}}}, **_problems(401, 403, 404, 409)},
             _SLUG, _COURSE, {"name": "all", "in": "query", "schema": {
                 "type": "string", "enum": ["true", "false"]}})},
+        "/api/v1/instructor/assignments/{slug}/submissions.zip": {"get": _op(
+            "Counted submissions (all=true: every submission) as one streamed zip, "
+            "username/filename (username/<submission id>/filename), with manifest.csv",
+            {"200": {"description": "Zip archive", "content": {"application/zip": {
+                "schema": {"type": "string", "format": "binary"}}}},
+             **_problems(401, 403, 404, 409)},
+            _SLUG, _COURSE, {"name": "all", "in": "query", "schema": {
+                "type": "string", "enum": ["true", "false"]}})},
         "/api/v1/instructor/assignments/{slug}/gradescope.json": {"get": _op(
             "Latest results per student in Gradescope results.json form",
             {"200": _json({"type": "object"}, "Export"), **_problems(401, 403, 404, 409)},

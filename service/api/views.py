@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, current_app, jsonify, request, url_for
+from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
 
 from service.api.openapi import openapi_document
 from service.auth import current_user, login_required
+from service.bulk import archive_name
+from service.bulk import stream as stream_archive
 from service.catalogue import assignment_detail, public_file
 from service.courses import find_assignment, require_instructor, visible_assignments
 from service.db import session
@@ -259,6 +261,17 @@ def export_csv(slug: str) -> Response:
     body = export_scores_csv(session(), target, every_submission=request.args.get("all") == "true")
     return Response(body, mimetype="text/csv", headers={
         "Content-Disposition": f'attachment; filename="{target.slug}-scores.csv"'})
+
+
+@blueprint.get("/instructor/assignments/<slug>/submissions.zip")
+@login_required
+def download_submissions(slug: str) -> Response:
+    target = _taught(slug)
+    every = request.args.get("all") == "true"
+    name = archive_name(target, every_submission=every)
+    return Response(stream_with_context(stream_archive(session(), target, every_submission=every)),
+                    mimetype="application/zip",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
 @blueprint.get("/instructor/assignments/<slug>/gradescope.json")

@@ -14,12 +14,15 @@ from flask import (
     redirect,
     render_template,
     request,
+    stream_with_context,
     url_for,
 )
 from sqlalchemy import select
 from werkzeug.wrappers import Response as BaseResponse
 
 from service.accounts import create_user, issue_token, revoke_token
+from service.bulk import archive_name
+from service.bulk import stream as stream_archive
 from service.courses import course_by_code, enrol, find_assignment, require_instructor
 from service.dashboard import (
     SubmissionFilter,
@@ -45,6 +48,7 @@ from service.models import Course, CourseAssignment, CourseRole, Role, User
 from service.pagination import page_numbers
 from service.queue import enqueue
 from service.records import adjustments_of
+from service.similarity import pair_view, report_csv, similarity_report
 from service.submissions import readable_submission
 from service.waiting import sandbox_status
 from service.web.forms import ButtonForm, EnrolForm, NewUserForm, TokenForm
@@ -130,6 +134,49 @@ def export_csv(course: str, slug: str) -> Response:
     body = export_scores_csv(session(), target, every_submission=request.args.get("all") == "true")
     return Response(body, mimetype="text/csv", headers={
         "Content-Disposition": f'attachment; filename="{target.slug}-scores.csv"'})
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/submissions.zip")
+@login_page
+def download_submissions(course: str, slug: str) -> Response:
+    """Every counted submission (``?all=true``: every submission) as one zip, streamed."""
+    target = _taught(course, slug)
+    every = request.args.get("all") == "true"
+    name = archive_name(target, every_submission=every)
+    return Response(stream_with_context(stream_archive(session(), target, every_submission=every)),
+                    mimetype="application/zip",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/similarity")
+@login_page
+def similarity(course: str, slug: str) -> str:
+    """Pairs of counted submissions far more alike than the class's usual closest match."""
+    target = _taught(course, slug)
+    return render_template("dashboard/similarity.html", assignment=target,
+                           report=similarity_report(session(), target))
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/similarity.csv")
+@login_page
+def similarity_csv(course: str, slug: str) -> Response:
+    target = _taught(course, slug)
+    return Response(report_csv(similarity_report(session(), target)), mimetype="text/csv",
+                    headers={"Content-Disposition":
+                             f'attachment; filename="{target.slug}-similarity.csv"'})
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/similarity/<first>/<second>")
+@login_page
+def similarity_pair(course: str, slug: str, first: str, second: str) -> str:
+    """Two students' counted code side by side, the matching regions marked."""
+    target = _taught(course, slug)
+    found = pair_view(session(), target, first, second)
+    if found is None:
+        raise NotFound(f"{first!r} and {second!r} do not both have a counted submission.")
+    pair, sides = found
+    return render_template("dashboard/similarity_pair.html", assignment=target, pair=pair,
+                           sides=sides)
 
 
 @blueprint.get("/courses/<course>/assignments/<slug>/gradescope.json")
