@@ -2,18 +2,42 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 
 # CommonMark with raw HTML off: HTML in the source is shown as text, and markdown-it refuses
 # javascript:, vbscript: and data: links by itself.
 _MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+# A statement's table may be wider than a phone: it scrolls in a box the keyboard can reach,
+# like the pages' own tables (the scroll() macro of _macros.html).
+_SCROLL_OPEN = ('<div class="table-scroll" tabindex="0" role="region" '
+                'aria-label="Table {n} of the statement">\n')
+
+
+def _table_open(renderer: Any, tokens: Sequence[Token], idx: int, options: OptionsDict,
+                env: EnvType) -> str:
+    env["tables"] = env.get("tables", 0) + 1
+    table = str(renderer.renderToken(tokens, idx, options, env))
+    return _SCROLL_OPEN.format(n=env["tables"]) + table
+
+
+def _table_close(renderer: Any, tokens: Sequence[Token], idx: int, options: OptionsDict,
+                 env: EnvType) -> str:
+    return str(renderer.renderToken(tokens, idx, options, env)) + "</div>\n"
+
+
+_MARKDOWN.add_render_rule("table_open", _table_open)
+_MARKDOWN.add_render_rule("table_close", _table_close)
 
 
 def markdown(text: str) -> Markup:
-    return Markup(_MARKDOWN.render(text))
+    return Markup(_MARKDOWN.render(text, {}))
 
 
 @dataclass(frozen=True)

@@ -325,6 +325,14 @@ def test_statement_markdown_shows_raw_html_as_text() -> None:
     assert 'href="javascript' not in html
 
 
+def test_statement_tables_scroll_in_a_box_the_keyboard_reaches() -> None:
+    html = str(markdown("| a | b |\n|---|---|\n| 1 | 2 |\n\ntext\n\n| c |\n|---|\n| 3 |"))
+    boxes = re.findall(r'<div class="table-scroll" tabindex="0" role="region" '
+                       r'aria-label="([^"]+)">\s*<table>', html)
+    assert boxes == ["Table 1 of the statement", "Table 2 of the statement"]
+    assert html.count("</table>\n</div>") == 2
+
+
 def test_pointed_lines_follow_tracebacks_and_syntax_errors() -> None:
     results = {"diagnoses": [
         {"code": "runtime-error", "message": "ValueError: x (in mha.py, line 50, in forward: "
