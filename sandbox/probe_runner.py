@@ -27,7 +27,8 @@ waits until FILE exists before it reads the job (the warm-pool mode of the Docke
 ``--sole-user`` says that every other process of this user belongs to the run (a container
 of its own), so the supervisor can tell the survivors of a run.
 
-Only the standard library, torch and safetensors may be imported here.
+Only the standard library, torch and safetensors may be imported here (and ``training.py``,
+loaded from the file next to this one).
 """
 
 from __future__ import annotations
@@ -223,10 +224,33 @@ def execute_call(
             record["status"] = "missing"
             record["missing"] = call["target"]
             return record, tensors
+        if "learn" in call:  # the training probe: one stage, no arguments of the plan's
+            target, call = _training_probe(namespace, call, inputs), {}
         _execute_forward(
             target, call, inputs, "", record, tensors, student_files, guard, parameters={}
         )
     return record, tensors
+
+
+def _training_probe(namespace: Mapping[str, Any], call: Mapping[str, Any],
+                    inputs: Mapping[str, torch.Tensor]) -> Callable[[], Any]:
+    return lambda: _TRAINING.train(namespace, call, inputs)
+
+
+def _load_training() -> types.ModuleType:
+    """The training probe (``training.py``), from the file next to this one: the runner runs
+    as a script under ``python -I``, so its folder is not on ``sys.path`` (nor should it be,
+    where the submission's folder is)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "training.py")
+    spec = importlib.util.spec_from_file_location("autograde_training_probe", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_TRAINING = _load_training()
 
 
 def _execute_module_call(

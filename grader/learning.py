@@ -1,0 +1,305 @@
+"""The ``learns`` check: did a model built on the student's code learn? Judged on the host.
+
+The sandbox trains a tiny transformer with the student's attention and hands back data only:
+its loss curve, its predictions on held-out inputs and its final weights. None of it is taken on
+trust. The grader rebuilds the same model with the reference attention and the returned weights,
+and from those alone computes what the model really predicts on the held-out inputs and its
+final training loss. The held-out answers never left the grader, so accuracy is scored here.
+A submission passes when its predictions are what its weights compute with correct attention,
+the loss it reports is the loss of those weights, and it is nearly as accurate as the reference
+trained the same way on the same seed. A forged curve or forged predictions can only disagree
+with the weights; skipping training leaves weights that predict nothing.
+
+The reference's own training is computed once per (assignment version, seed) and kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from assignments import Assignment, ProbeCall, ProbePlan
+from grader.diagnosis import Finding
+from grader.outcomes import CallOutcome, run_call_in_process
+from sandbox import training
+
+# Held-out accuracy must close this share of the reference's margin over chance.
+SHARE_OF_REFERENCE_MARGIN = 0.9
+# Predictions of the returned model that must agree with the recomputed ones: argmax ties aside,
+# the same weights and correct attention give the same predictions.
+MIN_AGREEMENT = 0.97
+# The reported final loss against the loss recomputed from the returned weights (float32 sums).
+LOSS_ATOL, LOSS_RTOL = 1e-3, 1e-2
+# A model whose loss ends above this share of where it started learned nothing.
+LEARNED_NOTHING_RATIO = 0.8
+# A training loss within this of the reference's end: the model fits its training sequences.
+FITS_TRAINING_MARGIN = 0.15
+_CACHE_SIZE = 64
+
+
+def is_training(call: ProbeCall) -> bool:
+    return "learn" in call.spec
+
+
+def without_training(plan: ProbePlan) -> ProbePlan:
+    """The plan's probe calls alone: what the value search of the diagnosis looks at."""
+    return dataclasses.replace(plan, calls=tuple(c for c in plan.calls if not is_training(c)))
+
+
+@dataclass(frozen=True)
+class TrainingEvidence:
+    """What the host computed of one training run, and of the reference's on the same seed."""
+
+    curve: tuple[float, ...]
+    """The student's loss before each step, then the final loss on all training sequences."""
+    reference_curve: tuple[float, ...]
+    accuracy: float
+    """Share of the held-out answers the student's predictions got right."""
+    reference_accuracy: float
+    chance: float
+    agreement: float
+    """Share of the student's held-out predictions equal to what the returned weights give with
+    the reference attention."""
+    recomputed_loss: float
+    """The final training loss of the returned weights with the reference attention."""
+    diverged: bool = False
+    """The curve or the weights are not finite."""
+
+    @property
+    def reported_loss(self) -> float:
+        return self.curve[-1]
+
+    @property
+    def needed_accuracy(self) -> float:
+        return self.chance + SHARE_OF_REFERENCE_MARGIN * (self.reference_accuracy - self.chance)
+
+    @property
+    def learned(self) -> bool:
+        return self.accuracy >= self.needed_accuracy
+
+    @property
+    def consistent(self) -> bool:
+        """The predictions and the loss it reported are those of its weights."""
+        loss_close = abs(self.reported_loss - self.recomputed_loss) <= (
+            LOSS_ATOL + LOSS_RTOL * abs(self.recomputed_loss))
+        return self.agreement >= MIN_AGREEMENT and loss_close
+
+    @property
+    def learned_nothing(self) -> bool:
+        return self.curve[-1] > LEARNED_NOTHING_RATIO * self.curve[0]
+
+    @property
+    def leaks_the_future(self) -> bool:
+        """It fits the training sequences but fails where the future is hidden: it copied it."""
+        return not self.learned and (
+            self.reported_loss <= self.reference_curve[-1] + FITS_TRAINING_MARGIN)
+
+    @property
+    def passed(self) -> bool:
+        return not self.diverged and self.learned and self.consistent
+
+    def observation(self) -> str | None:
+        """None when it passes; else what was observed, in the student's terms."""
+        if self.diverged:
+            return ("training diverged: the loss or the weights became NaN or infinite "
+                    f"(the loss started at {self.curve[0]:.3g}).")
+        losses = (f"the loss went from {self.curve[0]:.3g} to {self.reported_loss:.3g}, the "
+                  f"reference's from {self.reference_curve[0]:.3g} to "
+                  f"{self.reference_curve[-1]:.3g}")
+        accuracy = (f"{_percent(self.accuracy)} of the held-out answers right (the reference "
+                    f"{_percent(self.reference_accuracy)}, chance {_percent(self.chance)})")
+        if self.leaks_the_future:
+            return (f"it learns but leaks the future: {losses}, yet on held-out sequences whose "
+                    f"later tokens are random it gets only {accuracy}. The model read each next "
+                    "token from a later position instead of recalling it from the past.")
+        if not self.learned and self.learned_nothing:
+            return f"it learns nothing: {losses}; it gets {accuracy}."
+        if not self.learned:
+            return f"it learns only part of the task: {losses}; it gets {accuracy}."
+        if not self.consistent:
+            differing = (f"other predictions on {_percent(1 - self.agreement)} of the held-out "
+                         "inputs and " if self.agreement < MIN_AGREEMENT else "")
+            return (f"it gets {accuracy}, but it does not compute what it trained: with correct "
+                    f"attention, its trained weights give {differing}a final training loss of "
+                    f"{self.recomputed_loss:.3g} where it reported {self.reported_loss:.3g}.")
+        return None
+
+    def summary(self) -> dict[str, float]:
+        """Start, end, the reference's end and held-out accuracy: for reports and pages."""
+        return {"start": self.curve[0], "end": self.reported_loss,
+                "reference_end": self.reference_curve[-1], "accuracy": self.accuracy,
+                "reference_accuracy": self.reference_accuracy}
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.0f}%"
+
+
+class ReferenceTrainings:
+    """The reference's training outcome per (assignment, version, seed, call), computed once."""
+
+    def __init__(self, capacity: int = _CACHE_SIZE) -> None:
+        self.capacity = capacity
+        self._outcomes: OrderedDict[tuple[str, str, int, str], CallOutcome] = OrderedDict()
+
+    def outcomes(self, assignment: Assignment, plan: ProbePlan) -> dict[str, CallOutcome]:
+        found = {}
+        for call in plan.calls:
+            if not is_training(call):
+                continue
+            key = (assignment.slug, assignment.version, plan.seed, call.id)
+            if key not in self._outcomes:
+                self._outcomes[key] = run_call_in_process(
+                    assignment.reference(frozenset()), plan, call.id)
+                while len(self._outcomes) > self.capacity:
+                    self._outcomes.popitem(last=False)
+            self._outcomes.move_to_end(key)
+            found[call.id] = self._outcomes[key]
+        return found
+
+
+REFERENCE_TRAININGS = ReferenceTrainings()
+"""The grader process's cache: the reference's curve is computed once per seed, never per
+submission."""
+
+
+def assess(assignment: Assignment, plan: ProbePlan, student: Mapping[str, CallOutcome],
+           reference: Mapping[str, CallOutcome]) -> dict[str, TrainingEvidence]:
+    """Evidence for each training call whose outcome has the expected form."""
+    evidence = {}
+    for call in plan.calls:
+        if is_training(call) and call.id in student and call.id in reference:
+            found = _assess(assignment, plan, call, student[call.id], reference[call.id])
+            if found is not None:
+                evidence[call.id] = found
+    return evidence
+
+
+def _returned(outcome: CallOutcome) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    if not outcome.usable or outcome.first_raised is not None or len(outcome.forwards) != 1:
+        return None
+    outputs = outcome.forwards[0].outputs
+    if len(outputs) != 3 or any(t is None for t in outputs):
+        return None
+    curve, predictions, weights = (t for t in outputs if t is not None)
+    if (curve.dim() != 1 or curve.numel() < 2 or predictions.dtype != torch.int64
+            or not weights.is_floating_point() or weights.dim() != 1):
+        return None
+    return curve.double(), predictions, weights.float()
+
+
+def _assess(assignment: Assignment, plan: ProbePlan, call: ProbeCall, student: CallOutcome,
+            reference: CallOutcome) -> TrainingEvidence | None:
+    got, want = _returned(student), _returned(reference)
+    if got is None or want is None:
+        return None
+    curve, predictions, weights = got
+    if curve.shape != want[0].shape or predictions.shape != want[1].shape or (
+            weights.shape != want[2].shape):
+        return None
+    answers, asked = call.meta["answers"], call.meta["asked"]
+    rows = torch.arange(answers.shape[0])
+    student_answers, reference_answers = predictions[rows, asked], want[1][rows, asked]
+    chance = float(call.meta["chance"])
+    curve_values = tuple(float(x) for x in curve)
+    reference_curve = tuple(float(x) for x in want[0])
+    common = functools.partial(
+        TrainingEvidence, curve=curve_values, reference_curve=reference_curve,
+        accuracy=_share(student_answers == answers),
+        reference_accuracy=_share(reference_answers == answers), chance=chance)
+    if not (all(math.isfinite(x) for x in curve_values) and bool(weights.isfinite().all())):
+        return common(agreement=0.0, recomputed_loss=math.inf, diverged=True)
+    model = training.build_model(assignment.reference(frozenset()), call.spec)
+    training.load_weights(model, list(call.spec["learn"]["weights"]), flat=weights)
+    model.eval()
+    recomputed = training.predictions(model, plan.inputs[call.spec["learn"]["held_out"]])
+    with torch.no_grad():
+        loss = float(training.training_loss(model, plan.inputs[call.spec["learn"]["data"]],
+                                            int(call.spec["learn"]["first"])))
+    return common(agreement=_share(recomputed[rows, asked] == student_answers),
+                  recomputed_loss=loss)
+
+
+def _share(hits: torch.Tensor) -> float:
+    return float(hits.double().mean()) if hits.numel() else 0.0
+
+
+def judge_learns(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
+                 context: object) -> str | None:
+    """The ``learns`` check kind (see ``grader.checks``)."""
+    evidence: Mapping[str, TrainingEvidence] = getattr(context, "training", {})
+    found = evidence.get(call.id)
+    if found is None:
+        return "the training returned data of the wrong form (a curve, predictions, weights)."
+    return found.observation()
+
+
+# Codes that say the calls could not be judged at all, not which mistake was made.
+_NOT_MISTAKES = frozenset({"wrong-output", "forbidden-api", "interface-error", "time-limit",
+                           "memory-limit", "output-limit", "runtime-error"})
+
+
+def training_findings(findings: Sequence[Finding], plan: ProbePlan,
+                      student: Mapping[str, CallOutcome],
+                      evidence: Mapping[str, TrainingEvidence], *,
+                      lost_code: str) -> list[Finding]:
+    """The findings with each training call's failure put down to its cause.
+
+    Where the probe calls already named mistakes, a training run that fails is their
+    consequence: it joins their evidence, and no code is added. Otherwise the training's own
+    behaviour names it: a model that fits its training data but not the hidden-future held-out
+    inputs leaks the future (``causal-leak``); what else fails is left to ``wrong-output``.
+    """
+    result = list(findings)
+    mistakes = [f.code for f in findings if f.code not in _NOT_MISTAKES]
+    for call in plan.calls:
+        if not is_training(call):
+            continue
+        outcome = student[call.id]
+        if outcome.forbidden:
+            result = _joined(result, Finding("forbidden-api", (call.id,),
+                                             ", ".join(f"`{n}`" for n in outcome.forbidden)))
+        found = evidence.get(call.id)
+        if found is not None and found.passed:
+            continue
+        if mistakes:
+            for code in mistakes:
+                result = _joined(result, Finding(code, (call.id,)))
+            continue
+        code = _failure_code(outcome, lost_code)
+        if code:
+            result = _joined(result, Finding(code, (call.id,)))
+        elif found is not None and found.leaks_the_future:
+            result = _joined(result, Finding("causal-leak", (call.id,)))
+    return result
+
+
+def _failure_code(outcome: CallOutcome, lost_code: str) -> str:
+    if outcome.status == "lost":
+        return lost_code
+    if outcome.status == "timeout" or any(f.status == "timeout" for f in outcome.forwards):
+        return "time-limit"
+    if outcome.status in {"missing", "interface", "invalid"}:
+        return "interface-error"
+    raised = outcome.first_raised
+    if raised is not None:
+        return "memory-limit" if raised.memory_error else "runtime-error"
+    return ""
+
+
+def _joined(findings: list[Finding], new: Finding) -> list[Finding]:
+    """``new`` merged into the finding of its code, or appended."""
+    for index, known in enumerate(findings):
+        if known.code == new.code:
+            calls = known.calls + tuple(c for c in new.calls if c not in known.calls)
+            findings = list(findings)
+            findings[index] = dataclasses.replace(known, calls=calls,
+                                                  detail=known.detail or new.detail)
+            return findings
+    return [*findings, new]
