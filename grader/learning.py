@@ -68,6 +68,9 @@ class TrainingEvidence:
     the reference attention."""
     recomputed_loss: float
     """The final training loss of the returned weights with the reference attention."""
+    recomputed_start: float = math.nan
+    """The first step's loss from the initial weights with the reference attention (NaN: the
+    curve's start is not checked)."""
     diverged: bool = False
     """The curve or the weights are not finite."""
 
@@ -86,9 +89,10 @@ class TrainingEvidence:
     @property
     def consistent(self) -> bool:
         """The predictions and the loss it reported are those of its weights."""
-        loss_close = abs(self.reported_loss - self.recomputed_loss) <= (
-            LOSS_ATOL + LOSS_RTOL * abs(self.recomputed_loss))
-        return self.agreement >= MIN_AGREEMENT and loss_close
+        start_close = math.isnan(self.recomputed_start) or _close(self.curve[0],
+                                                                 self.recomputed_start)
+        return (self.agreement >= MIN_AGREEMENT and start_close
+                and _close(self.reported_loss, self.recomputed_loss))
 
     @property
     def learned_nothing(self) -> bool:
@@ -125,9 +129,18 @@ class TrainingEvidence:
         if not self.consistent:
             differing = (f"other predictions on {_percent(1 - self.agreement)} of the held-out "
                          "inputs and " if self.agreement < MIN_AGREEMENT else "")
-            return (f"it gets {accuracy}, but it does not compute what it trained: with correct "
-                    f"attention, its trained weights give {differing}a final training loss of "
-                    f"{self.recomputed_loss:.3g} where it reported {self.reported_loss:.3g}.")
+            if not _close(self.reported_loss, self.recomputed_loss):
+                return (f"it gets {accuracy}, but it does not compute what it trained: with "
+                        f"correct attention, its trained weights give {differing}a final "
+                        f"training loss of {self.recomputed_loss:.3g} where it reported "
+                        f"{self.reported_loss:.3g}.")
+            if differing:
+                return (f"it gets {accuracy}, but it does not compute what it trained: with "
+                        f"correct attention, its trained weights give "
+                        f"{differing.removesuffix(' and ')}.")
+            return (f"its loss curve does not start where its initial weights do: "
+                    f"{self.curve[0]:.3g} where correct attention gives "
+                    f"{self.recomputed_start:.3g}.")
         return None
 
     def summary(self) -> dict[str, float]:
@@ -135,6 +148,10 @@ class TrainingEvidence:
         return {"start": self.curve[0], "end": self.reported_loss,
                 "reference_end": self.reference_curve[-1], "accuracy": self.accuracy,
                 "reference_accuracy": self.reference_accuracy}
+
+
+def _close(reported: float, recomputed: float) -> bool:
+    return abs(reported - recomputed) <= LOSS_ATOL + LOSS_RTOL * abs(recomputed)
 
 
 def _percent(share: float) -> str:
@@ -215,15 +232,18 @@ def _assess(assignment: Assignment, plan: ProbePlan, call: ProbeCall, student: C
         reference_accuracy=_share(reference_answers == answers), chance=chance)
     if not (all(math.isfinite(x) for x in curve_values) and bool(weights.isfinite().all())):
         return common(agreement=0.0, recomputed_loss=math.inf, diverged=True)
+    spec = call.spec["learn"]
+    names, data, first = list(spec["weights"]), plan.inputs[spec["data"]], int(spec["first"])
     model = training.build_model(assignment.reference(frozenset()), call.spec)
-    training.load_weights(model, list(call.spec["learn"]["weights"]), flat=weights)
-    model.eval()
-    recomputed = training.predictions(model, plan.inputs[call.spec["learn"]["held_out"]])
     with torch.no_grad():
-        loss = float(training.training_loss(model, plan.inputs[call.spec["learn"]["data"]],
-                                            int(call.spec["learn"]["first"])))
+        training.load_weights(model, names, inputs=plan.inputs, prefix=spec["init_prefix"])
+        start = float(training.training_loss(model, data[:int(spec["batch"])], first))
+        training.load_weights(model, names, flat=weights)
+        model.eval()
+        loss = float(training.training_loss(model, data, first))
+    recomputed = training.predictions(model, plan.inputs[spec["held_out"]])
     return common(agreement=_share(recomputed[rows, asked] == student_answers),
-                  recomputed_loss=loss)
+                  recomputed_loss=loss, recomputed_start=start)
 
 
 def _share(hits: torch.Tensor) -> float:
