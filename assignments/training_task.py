@@ -2,9 +2,9 @@
 
 Each sequence is ``half`` random tokens followed by the same tokens again; the model predicts
 every next token of the second half, which only attention ``half - 1`` positions back can know.
-Held-out inputs ask for one position each, with every later token replaced by a random one, so
-a model that learned to copy the future is caught; their answers stay in the call's ``meta``
-(the grader's side) and never enter the sandbox.
+Held-out inputs ask for one position each, with every later token replaced by a random one, in
+pairs that differ only there, so a model that learned to copy the future is caught; their
+answers stay in the call's ``meta`` (the grader's side) and never enter the sandbox.
 """
 
 from __future__ import annotations
@@ -36,10 +36,13 @@ def training_call(config: Mapping[str, Any], seed: int,
 
     first = tokens(int(config["train_sequences"]), half)
     data = torch.cat([first, first], dim=1)
-    count = int(config["held_out"])
-    held_first = tokens(count, half)
+    pairs = int(config["held_out"]) // 2
+    count = 2 * pairs
+    # Held-out sequences come in pairs that differ only after the position asked: a model
+    # that respects the mask predicts the same for both.
+    held_first = tokens(pairs, half).repeat(2, 1)
     sequences = torch.cat([held_first, held_first], dim=1)
-    asked = torch.randint(half - 1, length - 1, (count,), generator=generator)
+    asked = torch.randint(half - 1, length - 1, (pairs,), generator=generator).repeat(2)
     later = torch.arange(length)[None, :] > asked[:, None]
     held_out = torch.where(later, tokens(count, length), sequences)[:, :-1]
     answers = sequences[torch.arange(count), asked + 1]

@@ -40,6 +40,8 @@ LOSS_ATOL, LOSS_RTOL = 1e-3, 1e-2
 LEARNED_NOTHING_RATIO = 0.8
 # A training loss within this of the reference's end: the model fits its training sequences.
 FITS_TRAINING_MARGIN = 0.15
+# Held-out pairs whose prediction may change with the future (argmax ties aside: none).
+MAX_FUTURE_SENSITIVITY = 0.02
 _CACHE_SIZE = 64
 
 
@@ -71,6 +73,9 @@ class TrainingEvidence:
     recomputed_start: float = math.nan
     """The first step's loss from the initial weights with the reference attention (NaN: the
     curve's start is not checked)."""
+    future_sensitivity: float = 0.0
+    """Share of held-out pairs (the same past, different futures) on which the student's
+    prediction changes: a model that respects the causal mask gives 0."""
     diverged: bool = False
     """The curve or the weights are not finite."""
 
@@ -100,13 +105,15 @@ class TrainingEvidence:
 
     @property
     def leaks_the_future(self) -> bool:
-        """It fits the training sequences but fails where the future is hidden: it copied it."""
-        return not self.learned and (
-            self.reported_loss <= self.reference_curve[-1] + FITS_TRAINING_MARGIN)
+        """Its predictions change with the future, or it fits the training sequences but fails
+        where the future is hidden: it read the answers from later positions."""
+        return self.future_sensitivity > MAX_FUTURE_SENSITIVITY or (not self.learned and (
+            self.reported_loss <= self.reference_curve[-1] + FITS_TRAINING_MARGIN))
 
     @property
     def passed(self) -> bool:
-        return not self.diverged and self.learned and self.consistent
+        return (not self.diverged and self.learned and self.consistent
+                and not self.leaks_the_future)
 
     def observation(self) -> str | None:
         """None when it passes; else what was observed, in the student's terms."""
@@ -119,9 +126,12 @@ class TrainingEvidence:
         accuracy = (f"{_percent(self.accuracy)} of the held-out answers right (the reference "
                     f"{_percent(self.reference_accuracy)}, chance {_percent(self.chance)})")
         if self.leaks_the_future:
+            changed = (f"; on {_percent(self.future_sensitivity)} of the held-out pairs that "
+                       "share their past, its prediction changes with the future"
+                       if self.future_sensitivity > MAX_FUTURE_SENSITIVITY else "")
             return (f"it learns but leaks the future: {losses}, yet on held-out sequences whose "
-                    f"later tokens are random it gets only {accuracy}. The model read each next "
-                    "token from a later position instead of recalling it from the past.")
+                    f"later tokens are random it gets {accuracy}{changed}. The model reads "
+                    "each next token from a later position instead of recalling it from the past.")
         if not self.learned and self.learned_nothing:
             return f"it learns nothing: {losses}; it gets {accuracy}."
         if not self.learned:
@@ -224,12 +234,14 @@ def _assess(assignment: Assignment, plan: ProbePlan, call: ProbeCall, student: C
     rows = torch.arange(answers.shape[0])
     student_answers, reference_answers = predictions[rows, asked], want[1][rows, asked]
     chance = float(call.meta["chance"])
+    pairs = answers.shape[0] // 2
     curve_values = tuple(float(x) for x in curve)
     reference_curve = tuple(float(x) for x in want[0])
     common = functools.partial(
         TrainingEvidence, curve=curve_values, reference_curve=reference_curve,
         accuracy=_share(student_answers == answers),
-        reference_accuracy=_share(reference_answers == answers), chance=chance)
+        reference_accuracy=_share(reference_answers == answers), chance=chance,
+        future_sensitivity=_share(student_answers[:pairs] != student_answers[pairs:]))
     if not (all(math.isfinite(x) for x in curve_values) and bool(weights.isfinite().all())):
         return common(agreement=0.0, recomputed_loss=math.inf, diverged=True)
     spec = call.spec["learn"]
