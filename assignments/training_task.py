@@ -49,6 +49,7 @@ def training_call(config: Mapping[str, Any], seed: int,
 
     spec: dict[str, Any] = {
         "target": str(config["target"]),
+        "seconds": float(config["call_seconds"]),
         "learn": {
             "layer": str(config["layer"]), "d_model": int(config["d_model"]),
             "num_heads": int(config["num_heads"]), "vocab": vocab, "length": length - 1,

@@ -721,6 +721,14 @@ def _relay(fd: int, prefix: bytes, channel: _Channel) -> None:
             channel.send_output(prefix, chunk)
 
 
+def call_seconds(call: Mapping[str, Any], default: float) -> float:
+    """A call's own budget where the plan gives one (the training probe), else the plan's."""
+    seconds = call.get("seconds")
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
+        return float(seconds)
+    return default
+
+
 def _stage_count(call: Mapping[str, Any]) -> int:
     """Budgeted stages of a call: init and setup, then each forward and its backward."""
     if "init" in call:
@@ -780,7 +788,8 @@ class _Supervisor:
         if event.get("status") != "ok":
             return False, None
         for call in self.plan["calls"]:
-            allowance = self.budget * _stage_count(call) + WATCHDOG_GRACE_SECONDS
+            allowance = call_seconds(call, self.budget) * _stage_count(call) + (
+                WATCHDOG_GRACE_SECONDS)
             record = self._expect(child, "call", call["id"], allowance)
             if record is None:
                 return not child.reports.closed, call["id"]
@@ -972,6 +981,11 @@ class _CallBudget:
     def _alarm(signum: int, frame: object) -> None:
         raise CallTimeout()
 
+    def lasting(self, seconds: float) -> _CallBudget:
+        """This budget with ``seconds`` per stage from now on."""
+        self._seconds = seconds
+        return self
+
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, self._seconds)
@@ -1139,7 +1153,8 @@ def _child_main(report_fd: int, job: Mapping[str, Any]) -> None:
         integrity.at(f"call {call['id']}")
         try:
             record, tensors = execute_call(
-                namespace, call, inputs, student_files=student_files, guard=budget
+                namespace, call, inputs, student_files=student_files,
+                guard=budget.lasting(call_seconds(call, float(plan["call_timeout"]))),
             )
         except CallTimeout:
             record, tensors = {"id": call["id"], "status": "timeout", "stages": []}, {}
