@@ -272,24 +272,21 @@ def judge_learns(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
     return found.observation()
 
 
-# Codes that say the calls could not be judged at all, not which mistake was made.
-_NOT_MISTAKES = frozenset({"wrong-output", "forbidden-api", "interface-error", "time-limit",
-                           "memory-limit", "output-limit", "runtime-error"})
-
-
 def training_findings(findings: Sequence[Finding], plan: ProbePlan,
                       student: Mapping[str, CallOutcome],
                       evidence: Mapping[str, TrainingEvidence], *,
                       lost_code: str) -> list[Finding]:
     """The findings with each training call's failure put down to its cause.
 
-    Where the probe calls already named mistakes, a training run that fails is their
-    consequence: it joins their evidence, and no code is added. Otherwise the training's own
+    Where the probe calls already got codes, a training run that fails is their consequence:
+    it joins their evidence, and no code is added. Otherwise the training's own
     behaviour names it: a model that fits its training data but not the hidden-future held-out
     inputs leaks the future (``causal-leak``); what else fails is left to ``wrong-output``.
     """
     result = list(findings)
-    mistakes = [f.code for f in findings if f.code not in _NOT_MISTAKES]
+    # Whatever explains the probe calls (a mistake, an interface or runtime error) explains
+    # the training too; a forbidden API only costs the calls that reached it.
+    mistakes = [f.code for f in findings if f.code != "forbidden-api"]
     for call in plan.calls:
         if not is_training(call):
             continue
