@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from assignments import load_assignment
 from grader import learning
-from grader.outcomes import outcome_from_record
+from grader.validation import outcome_from_record
 from sandbox import probe_runner
 
 

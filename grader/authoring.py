@@ -11,7 +11,7 @@ import itertools
 from dataclasses import dataclass
 
 from assignments import Assignment, KnownMistake, ProbePlan
-from grader.outcomes import run_in_process
+from grader.in_process import run_in_process
 from grader.pipeline import judge_outcomes, use_one_thread
 
 

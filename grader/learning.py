@@ -26,7 +26,8 @@ import torch
 
 from assignments import Assignment, ProbeCall, ProbePlan
 from grader.diagnosis import Finding
-from grader.outcomes import CallOutcome, run_call_in_process
+from grader.in_process import run_call_in_process
+from grader.outcomes import CallOutcome
 from sandbox import training
 
 # Held-out accuracy must close this share of the reference's margin over chance.

@@ -20,15 +20,11 @@ from grader.checks import CheckContext, CheckVerdict, check_kinds, judge
 from grader.diagnosis import DiagnosisInput, Finding, diagnose, with_defining_checks
 from grader.document import RunFacts, build_document, unrunnable_document
 from grader.feedback import Diagnosis, diagnoses_from, with_fallback
+from grader.in_process import run_call_in_process, run_in_process
 from grader.interface import missing_name_detail
-from grader.outcomes import (
-    CallOutcome,
-    SubmissionRun,
-    parse_run,
-    run_call_in_process,
-    run_in_process,
-)
+from grader.outcomes import CallOutcome, SubmissionRun
 from grader.source import check_sources, forbidden_references, normalise_files
+from grader.validation import parse_run
 from sandbox import Job, SandboxBackend, SandboxUnavailable, Termination
 
 _LOST_CODES = {

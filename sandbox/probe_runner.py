@@ -213,23 +213,60 @@ def execute_call(
     Returns the JSON-able record of what happened and the tensors to hand back, keyed by
     name. ``guard`` wraps each stage that runs foreign code (the per-call time budget).
     """
-    guard = guard or contextlib.nullcontext
-    record: dict[str, Any] = {"id": call["id"], "status": "ok", "stages": []}
-    tensors: dict[str, torch.Tensor] = {}
+    recorder = _CallRecorder(call["id"], inputs, student_files, guard or contextlib.nullcontext)
     if "init" in call:
-        _execute_module_call(namespace, call, inputs, record, tensors, student_files, guard)
+        _execute_module_call(namespace, call, recorder)
     else:
         target = namespace.get(call["target"])
-        if not callable(target):
-            record["status"] = "missing"
-            record["missing"] = call["target"]
-            return record, tensors
-        if "learn" in call:  # the training probe: one stage, no arguments of the plan's
-            target, call = _training_probe(namespace, call, inputs), {}
-        _execute_forward(
-            target, call, inputs, "", record, tensors, student_files, guard, parameters={}
-        )
-    return record, tensors
+        if callable(target) and "learn" in call:  # the training probe: one stage, no arguments
+            _execute_forward(_training_probe(namespace, call, recorder.inputs), {}, "", recorder,
+                             parameters={})
+        elif callable(target):
+            _execute_forward(target, call, "", recorder, parameters={})
+        else:
+            recorder.missing(call["target"])
+    return recorder.record, recorder.tensors
+
+
+class _CallRecorder:
+    """One call as it runs: the record of its stages and status, and the tensors it hands back.
+
+    It also holds what every stage needs: the plan's inputs, the guard around foreign code,
+    and the student's files (a traceback is reported by their frames only).
+    """
+
+    def __init__(
+        self,
+        call_id: str,
+        inputs: Mapping[str, torch.Tensor],
+        student_files: tuple[str, ...],
+        guard: Callable[[], contextlib.AbstractContextManager[None]],
+    ) -> None:
+        self.record: dict[str, Any] = {"id": call_id, "status": "ok", "stages": []}
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.inputs = inputs
+        self.guard = guard
+        self._student_files = student_files
+
+    def missing(self, target: str) -> None:
+        """The submission does not define the call's target."""
+        self.record["status"] = "missing"
+        self.record["missing"] = target
+
+    def interface(self, problem: str) -> None:
+        """The target exists but cannot be driven as the contract says."""
+        self.record["status"] = "interface"
+        self.record["interface"] = problem
+
+    def passed(self, stage: dict[str, Any]) -> None:
+        self.record["stages"].append(stage)
+
+    def failed(self, stage: str, exc: BaseException, **extra: Any) -> str:
+        """Record a stage that raised or ran out of time; return its status."""
+        self.record["stages"].append({**_failure(stage, exc, self._student_files), **extra})
+        status = _status_of(exc)
+        self.record["status"] = _worst(self.record["status"], status)
+        return status
 
 
 def _training_probe(namespace: Mapping[str, Any], call: Mapping[str, Any],
@@ -254,53 +291,39 @@ _TRAINING = _load_training()
 
 
 def _execute_module_call(
-    namespace: Mapping[str, Any],
-    call: Mapping[str, Any],
-    inputs: Mapping[str, torch.Tensor],
-    record: dict[str, Any],
-    tensors: dict[str, torch.Tensor],
-    student_files: tuple[str, ...],
-    guard: Callable[[], contextlib.AbstractContextManager[None]],
+    namespace: Mapping[str, Any], call: Mapping[str, Any], recorder: _CallRecorder
 ) -> None:
     cls = namespace.get(call["target"])
     if not isinstance(cls, type):
-        record["status"] = "missing"
-        record["missing"] = call["target"]
+        recorder.missing(call["target"])
         return
-    init = call["init"]
+    init, inputs = call["init"], recorder.inputs
     try:
-        with guard():
+        with recorder.guard():
             module = cls(*_values(init.get("args", []), inputs), **_kwvalues(init, inputs))
     except BaseException as exc:
-        record["stages"].append(_failure("init", exc, student_files))
-        record["status"] = _status_of(exc)
+        recorder.failed("init", exc)
         return
-    record["stages"].append({"stage": "init", "status": "ok"})
+    recorder.passed({"stage": "init", "status": "ok"})
     if not isinstance(module, torch.nn.Module):
-        record["status"] = "interface"
-        record["interface"] = f"{call['target']}(...) did not build a torch.nn.Module"
+        recorder.interface(f"{call['target']}(...) did not build a torch.nn.Module")
         return
     parameters: dict[str, torch.Tensor] = {}
     try:
-        with guard():
+        with recorder.guard():
             dtype = _DTYPES.get(call.get("dtype") or "")
             if dtype is not None:
                 module.to(dtype)
             parameters = _load_parameters(module, call.get("parameters", {}), inputs)
             module.train(bool(call.get("train", False)))
     except _InterfaceError as exc:
-        record["status"] = "interface"
-        record["interface"] = str(exc)
+        recorder.interface(str(exc))
         return
     except BaseException as exc:
-        record["stages"].append(_failure("setup", exc, student_files))
-        record["status"] = _status_of(exc)
+        recorder.failed("setup", exc)
         return
     for index, forward in enumerate(call.get("forward", [])):
-        status = _execute_forward(
-            module, forward, inputs, f"f{index}.", record, tensors, student_files, guard,
-            parameters=parameters,
-        )
+        status = _execute_forward(module, forward, f"f{index}.", recorder, parameters=parameters)
         if status == "timeout":
             return
 
@@ -334,94 +357,71 @@ def _load_parameters(
 def _execute_forward(
     target: Callable[..., Any],
     spec: Mapping[str, Any],
-    inputs: Mapping[str, torch.Tensor],
     prefix: str,
-    record: dict[str, Any],
-    tensors: dict[str, torch.Tensor],
-    student_files: tuple[str, ...],
-    guard: Callable[[], contextlib.AbstractContextManager[None]],
+    recorder: _CallRecorder,
     *,
     parameters: Mapping[str, torch.Tensor],
 ) -> str:
     """Run one forward (and optional backward); record its outcome under ``prefix``."""
-    args = _values(spec.get("args", []), inputs, fresh=True)
-    kwargs = _kwvalues(spec, inputs, fresh=True)
+    args = _values(spec.get("args", []), recorder.inputs, fresh=True)
+    kwargs = _kwvalues(spec, recorder.inputs, fresh=True)
     leaves = _grad_leaves(spec, args, kwargs)
     if "seed" in spec:
         torch.manual_seed(int(spec["seed"]))
     for parameter in parameters.values():
         parameter.grad = None
     started = time.perf_counter()
-    stage: dict[str, Any] = {"stage": prefix + "forward"}
     try:
-        with guard():
+        with recorder.guard():
             returned = target(*args, **kwargs)
     except BaseException as exc:
-        stage.update(_failure(prefix + "forward", exc, student_files))
-        stage["seconds"] = time.perf_counter() - started
-        record["stages"].append(stage)
-        status = _status_of(exc)
-        record["status"] = _worst(record["status"], status)
-        return status
-    stage["seconds"] = time.perf_counter() - started
-    stage["status"] = "ok"
-    stage["returned"] = _describe_returned(returned, prefix + "out", tensors)
-    _keep_inputs_after(spec, args, kwargs, prefix, tensors)
-    record["stages"].append(stage)
+        return recorder.failed(prefix + "forward", exc, seconds=time.perf_counter() - started)
+    recorder.passed({
+        "stage": prefix + "forward",
+        "seconds": time.perf_counter() - started,
+        "status": "ok",
+        "returned": _describe_returned(returned, prefix + "out", recorder.tensors),
+    })
+    _keep_inputs_after(spec, args, kwargs, prefix, recorder.tensors)
 
     backward = spec.get("backward")
     if backward is None:
         return "ok"
-    return _execute_backward(
-        returned, backward, args, kwargs, spec, inputs, prefix, record, tensors,
-        student_files, guard, parameters, leaves,
-    )
+    return _execute_backward(returned, backward, prefix, recorder,
+                             parameters=parameters, leaves=leaves)
 
 
 def _execute_backward(
     returned: Any,
     backward: Mapping[str, Any],
-    args: list[Any],
-    kwargs: dict[str, Any],
-    spec: Mapping[str, Any],
-    inputs: Mapping[str, torch.Tensor],
     prefix: str,
-    record: dict[str, Any],
-    tensors: dict[str, torch.Tensor],
-    student_files: tuple[str, ...],
-    guard: Callable[[], contextlib.AbstractContextManager[None]],
+    recorder: _CallRecorder,
+    *,
     parameters: Mapping[str, torch.Tensor],
     leaves: Mapping[str, torch.Tensor],
 ) -> str:
-    stage: dict[str, Any] = {"stage": prefix + "backward"}
+    stage = prefix + "backward"
     output = _pick_output(returned, int(backward.get("output", 0)))
-    upstream = inputs[backward["grad"]]
+    upstream = recorder.inputs[backward["grad"]]
     if type(output) is not torch.Tensor or tuple(output.shape) != tuple(upstream.shape):
-        stage["status"] = "skipped"
-        record["stages"].append(stage)
+        recorder.passed({"stage": stage, "status": "skipped"})
         return "ok"
     if output.grad_fn is None:
         # Nothing connects the output to the inputs: every gradient is missing.
-        stage["status"] = "no-graph"
-        record["stages"].append(stage)
+        recorder.passed({"stage": stage, "status": "no-graph"})
         return "ok"
     try:
-        with guard():
+        with recorder.guard():
             output.backward(upstream.to(output.dtype))  # type: ignore[no-untyped-call]
     except BaseException as exc:
-        stage.update(_failure(prefix + "backward", exc, student_files))
-        record["stages"].append(stage)
-        status = _status_of(exc)
-        record["status"] = _worst(record["status"], status)
-        return status
-    stage["status"] = "ok"
-    record["stages"].append(stage)
+        return recorder.failed(stage, exc)
+    recorder.passed({"stage": stage, "status": "ok"})
     for position, leaf in leaves.items():
         if leaf.grad is not None:
-            tensors[f"{prefix}grad.{position}"] = leaf.grad.detach()
+            recorder.tensors[f"{prefix}grad.{position}"] = leaf.grad.detach()
     for name, parameter in parameters.items():
         if parameter.grad is not None:
-            tensors[f"{prefix}grad.param.{name}"] = parameter.grad.detach()
+            recorder.tensors[f"{prefix}grad.param.{name}"] = parameter.grad.detach()
     return "ok"
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from assignments import Assignment, load_assignment
 from grader.authoring import coverage_report
-from grader.outcomes import run_in_process
+from grader.in_process import run_in_process
 from grader.pipeline import judge_outcomes, use_one_thread
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from assignments import load_assignment
 from grader.feedback import CATALOGUE
-from grader.outcomes import run_in_process
+from grader.in_process import run_in_process
 from grader.pipeline import judge_outcomes, use_one_thread
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"

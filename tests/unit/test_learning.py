@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from assignments import Assignment, ProbePlan, load_assignment
 from grader import learning
+from grader.in_process import run_in_process
 from grader.learning import TrainingEvidence
-from grader.outcomes import CallOutcome, run_in_process
+from grader.outcomes import CallOutcome
 from grader.pipeline import judge_outcomes, use_one_thread
 
 CORRECT = TrainingEvidence(curve=(2.1, 1.0, 0.01), reference_curve=(2.1, 0.9, 0.01),

@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import save
 
 from assignments import Assignment, ProbePlan
-from grader.outcomes import MAX_ELEMENTS_PER_TENSOR, parse_run
+from grader.validation import MAX_ELEMENTS_PER_TENSOR, parse_run
 from sandbox import RunResult, Termination
 
 

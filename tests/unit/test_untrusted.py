@@ -21,9 +21,9 @@ from safetensors.torch import save
 
 from assignments import Assignment, ProbePlan
 from grader import untrusted
-from grader.outcomes import MAX_ELEMENTS_PER_TENSOR, MAX_TENSORS_PER_CALL, parse_run
 from grader.pipeline import GradingPipeline
 from grader.untrusted import Refused
+from grader.validation import MAX_ELEMENTS_PER_TENSOR, MAX_TENSORS_PER_CALL, parse_run
 from sandbox import Job, Limits, RunResult, Termination
 
 FUZZ = settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])

@@ -14,7 +14,7 @@ from assignments import Assignment, CheckSpec, Visibility, load_assignment
 from grader.checks import CheckVerdict
 from grader.document import RunFacts, build_document
 from grader.feedback import with_fallback
-from grader.outcomes import run_in_process
+from grader.in_process import run_in_process
 from grader.pipeline import judge_outcomes, use_one_thread
 from service.visibility import student_view
 
