@@ -22,7 +22,7 @@ __all__ = ["ASSIGNMENTS_ROOT", "SPEC_FILE", "AssignmentError", "list_assignments
            "load_assignment"]
 
 
-def load_assignment(slug: str, *, root: Path = ASSIGNMENTS_ROOT) -> Assignment:
+def load_assignment(slug: str, *, root: Path | None = None) -> Assignment:
     """Load one package with its reference, known mistakes and probe plan; AssignmentError
     when it is unknown or malformed."""
     spec = load_spec(slug, root=root)
@@ -68,6 +68,23 @@ def _validate(assignment: Assignment) -> None:
     ids = [mistake.id for mistake in assignment.mistakes]
     if len(ids) != len(set(ids)):
         raise ValueError("known-mistake ids must be unique")
+    from grader.feedback import CATALOGUE  # torch-free; the grader's side only
+
+    for mistake in assignment.mistakes:
+        if mistake.code not in CATALOGUE:
+            raise ValueError(f"known mistake {mistake.id!r} has code {mistake.code!r}, which is "
+                             "not a feedback code (grader/feedback.py CATALOGUE)")
+    kinds = _check_kinds()
+    for check in assignment.checks:
+        if check.kind not in kinds:
+            raise ValueError(f"check {check.number} has unknown kind {check.kind!r} "
+                             f"(known: {', '.join(sorted(kinds))})")
+
+
+def _check_kinds() -> set[str]:
+    from grader.checks import check_kinds
+
+    return set(check_kinds())
 
 
 def _load_hidden(package: Path, name: str) -> ModuleType:

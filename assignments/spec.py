@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +20,11 @@ from typing import Any
 from sandbox.base import Limits
 
 ASSIGNMENTS_ROOT = Path(__file__).resolve().parent
+"""Where the shipped assignments live."""
 SPEC_FILE = "assignment.toml"
+ASSIGNMENTS_DIR_VARIABLE = "AUTOGRADE_ASSIGNMENTS_DIR"
+"""Environment variable naming the folder (or folders, separated by ``os.pathsep``) of a
+course's own assignments, searched after the shipped ones."""
 
 
 class AssignmentError(Exception):
@@ -84,18 +89,33 @@ class AssignmentSpec:
         return files
 
 
-def list_assignments(root: Path = ASSIGNMENTS_ROOT) -> list[str]:
-    """Slugs of the packages under ``root``."""
-    return sorted(path.parent.name for path in root.glob(f"*/{SPEC_FILE}"))
+def assignment_roots() -> list[Path]:
+    """The folders searched for packages: the shipped one, then ``AUTOGRADE_ASSIGNMENTS_DIR``."""
+    extra = os.environ.get(ASSIGNMENTS_DIR_VARIABLE, "")
+    return [ASSIGNMENTS_ROOT, *(Path(part) for part in extra.split(os.pathsep) if part)]
 
 
-def load_spec(slug: str, *, root: Path = ASSIGNMENTS_ROOT) -> AssignmentSpec:
+def list_assignments(root: Path | None = None) -> list[str]:
+    """Slugs of the packages under ``root`` (default: every folder of ``assignment_roots``)."""
+    roots = [root] if root is not None else assignment_roots()
+    return sorted({path.parent.name for folder in roots for path in folder.glob(f"*/{SPEC_FILE}")})
+
+
+def package_path(slug: str, *, root: Path | None = None) -> Path:
+    """The package folder of ``slug``: the first root holding it (a shipped slug wins)."""
+    roots = [root] if root is not None else assignment_roots()
+    for folder in roots:
+        package = folder / slug
+        if (package / SPEC_FILE).is_file() and slug == package.name:
+            return package
+    known = ", ".join(list_assignments(root)) or "none"
+    raise AssignmentError(f"unknown assignment {slug!r} (known: {known})")
+
+
+def load_spec(slug: str, *, root: Path | None = None) -> AssignmentSpec:
     """Read one package's spec; AssignmentError when it is unknown or malformed."""
-    package = root / slug
+    package = package_path(slug, root=root)
     spec_path = package / SPEC_FILE
-    if not spec_path.is_file() or slug != package.name:
-        known = ", ".join(list_assignments(root)) or "none"
-        raise AssignmentError(f"unknown assignment {slug!r} (known: {known})")
     try:
         raw = tomllib.loads(spec_path.read_text(encoding="utf-8"))
         return _build(slug, package, raw)

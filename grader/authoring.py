@@ -22,6 +22,8 @@ class CoverageRow:
     diagnosed: frozenset[str]
     score: float
     max_score: float
+    failed_checks: tuple[tuple[str, str, str], ...] = ()
+    """(number, name, what the grader saw) of every check that lost points."""
 
     @property
     def ok(self) -> bool:
@@ -39,6 +41,15 @@ class CoverageReport:
     @property
     def sound(self) -> bool:
         return all(row.ok for row in self.rows)
+
+    def explanations(self) -> list[str]:
+        """Every failing row in the author's terms: which mistake, which check, what was seen."""
+        lines: list[str] = []
+        for row in self.rows:
+            if row.ok:
+                continue
+            lines.extend(explain(row))
+        return lines
 
     def render(self) -> str:
         singles = [row for row in self.rows if len(row.mistakes) <= 1]
@@ -58,9 +69,43 @@ class CoverageReport:
             lines.append(f"    WRONG {' + '.join(row.mistakes)}: expected "
                          f"{_codes(row.expected)}, got {_codes(row.diagnosed)} "
                          f"({row.score:g}/{row.max_score:g})")
+        if not self.sound:
+            lines.append("")
+            lines.append("Why:")
+            lines.extend(f"  {line}" for line in self.explanations())
         lines.append("")
         lines.append("sound" if self.sound else "NOT sound: see the rows marked WRONG")
         return "\n".join(lines)
+
+
+def explain(row: CoverageRow) -> list[str]:
+    """What went wrong in one failing row, and what to change."""
+    failed = [f"    check {number} ({name}) lost points: {seen or 'no observation'}"
+              for number, name, seen in row.failed_checks]
+    if not row.mistakes:
+        lines = [f"- the reference itself scores {row.score:g}/{row.max_score:g}"
+                 + (f" and is diagnosed {_codes(row.diagnosed)}" if row.diagnosed else "")
+                 + ": the checks disagree with the reference (a check's calls, kind or the "
+                 "probe inputs are wrong)."]
+        return lines + failed
+    name = " + ".join(row.mistakes)
+    if row.score >= row.max_score:
+        return [f"- mistake {name} scores full marks: either its variant in reference.py changes "
+                "nothing (is its `if` reached?), or no check looks at what it changes: add a "
+                "probe call it changes to a check's calls, or a check of another kind."]
+    missing = row.expected - row.diagnosed
+    extra = row.diagnosed - row.expected
+    lines = [f"- mistake {name} loses points ({row.score:g}/{row.max_score:g}) but is "
+             f"diagnosed {_codes(row.diagnosed)}, not {_codes(row.expected)}:"]
+    if missing:
+        lines.append(f"    not recognised: {_codes(frozenset(missing))} — its variant's outputs do "
+                     "not stand out on the probes (searched=True needs a call where its "
+                     "forward values differ from the reference and from the other variants)")
+    if extra:
+        lines.append(f"    also diagnosed: {_codes(frozenset(extra))} — another variant explains "
+                     "the same outputs (make the probes tell them apart, or declare them in "
+                     "excludes if they cannot co-occur)")
+    return lines + failed
 
 
 def _codes(codes: frozenset[str]) -> str:
@@ -96,4 +141,6 @@ def _row(assignment: Assignment, plan: ProbePlan,
         diagnosed=frozenset(d.code for d in diagnoses),
         score=sum(score for _, _, score in scored),
         max_score=assignment.max_score,
+        failed_checks=tuple((check.number, check.name, verdict.observation)
+                            for check, verdict, score in scored if score < check.points),
     )

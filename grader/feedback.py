@@ -216,6 +216,9 @@ class Diagnosis:
     views: Mapping[str, DiagnosisView | None] = field(default_factory=dict)
     """By release tier (``visible``: only visible checks released; ``after_due_date``: those
     and the due-date ones), where the view differs from the full one; None: hidden there."""
+    picture: Mapping[str, Any] | None = None
+    """The attention map of the call the message cites (``grader.maps``), when the evidence
+    is in the weights."""
 
     def to_json(self) -> dict[str, Any]:
         document: dict[str, Any] = {"code": self.code, "message": self.message,
@@ -225,6 +228,8 @@ class Diagnosis:
                 tier: None if view is None else {"message": view.message,
                                                  "tests": list(view.tests)}
                 for tier, view in self.views.items()}
+        if self.picture is not None:
+            document["attention_map"] = dict(self.picture)
         return document
 
 

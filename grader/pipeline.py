@@ -22,6 +22,7 @@ from grader.document import RunFacts, build_document, unrunnable_document
 from grader.feedback import Diagnosis, diagnoses_from, with_fallback
 from grader.in_process import run_call_in_process, run_in_process
 from grader.interface import missing_name_detail
+from grader.maps import with_attention_maps
 from grader.outcomes import CallOutcome, SubmissionRun
 from grader.source import check_sources, forbidden_references, normalise_files
 from grader.validation import parse_run
@@ -137,6 +138,8 @@ def judge_outcomes(
         [(check.kind, verdict.failing_calls) for check, verdict in verdicts])
     findings = learning.training_findings(findings, plan, student, trained, lost_code=lost_code)
     diagnoses = with_fallback(diagnoses_from(findings, plan, verdicts), verdicts)
+    diagnoses = with_attention_maps(diagnoses, findings, plan, student, reference, verdicts,
+                                    assignment.reference)
     scored = [(check, verdict, _score(check, verdict, findings)) for check, verdict in verdicts]
     return scored, diagnoses
 

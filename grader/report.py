@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 from typing import Any
 
+from grader.pictures import SHADES, differing, text_grid
 
-def render_report(document: dict[str, Any]) -> str:
-    """Score, the per-check table and each diagnosis with its hint."""
+
+def render_report(document: dict[str, Any], *, plots: bool = True) -> str:
+    """Score, the per-check table and each diagnosis with its hint (and, with ``plots``, the
+    attention map the diagnosis cites, in shaded characters)."""
     lines = [f"Score: {document['score']:g} / {document['max_score']:g}", ""]
     width = max((len(test["name"]) for test in document["tests"]), default=10)
     for test in document["tests"]:
@@ -21,6 +25,8 @@ def render_report(document: dict[str, Any]) -> str:
             lines.append(f"  [{diagnosis['code']}] (checks {', '.join(diagnosis['tests']) or '-'})")
             lines += _wrapped(diagnosis["message"], "    ")
             lines += _wrapped("Hint: " + diagnosis["hint"], "    ")
+            if plots:
+                lines += attention_map_lines(diagnosis.get("attention_map"), "    ")
     meta = document.get("autograde", {})
     if meta.get("stdout"):
         lines += ["", "Your program printed:", *_wrapped(meta["stdout"][:2000], "    | ")]
@@ -36,3 +42,44 @@ def _wrapped(text: str, indent: str) -> list[str]:
         out += textwrap.wrap(paragraph, 96, initial_indent=indent, subsequent_indent=indent,
                              replace_whitespace=False) or [indent.rstrip()]
     return out
+
+
+def attention_map_lines(picture: Any, indent: str) -> list[str]:
+    """A diagnosis's attention map as text: each panel's two grids side by side, a query per
+    line; nothing for a map this code cannot read."""
+    if not isinstance(picture, Mapping) or picture.get("version") != 1:
+        return []
+    panels = [p for p in picture.get("panels") or [] if _readable(p)]
+    if not panels:
+        return []
+    yours = "reproduced" if picture.get("source") == "reproduced" else "yours"
+    lines = _wrapped(f"Attention weights on {picture.get('input', 'the probe')} (a query per "
+                     f"line, a key per column; shades {SHADES[1]}{SHADES[2]}{SHADES[3]}"
+                     f"{SHADES[4]} from 0 to 1, · blocked key, ? not a number)"
+                     + (": your module returns only its output, so the left grids are those of "
+                        "the known mistake that gives exactly your outputs" if yours ==
+                        "reproduced" else "") + ":", indent)
+    for panel in panels:
+        student, expected = panel["student"], panel["expected"]
+        left = text_grid(student, blocked=panel["blocked"])
+        right = text_grid(expected, blocked=panel["blocked"])
+        width = max(len(yours), max((len(row) for row in left), default=0))
+        head = panel.get("head")
+        title = f"head {head}: " if isinstance(head, int) else ""
+        lines.append(f"{indent}  {title + yours:<{width + len(title)}}   expected")
+        marks = differing(student, expected)
+        for row, (a, b) in enumerate(zip(left, right, strict=False)):
+            count = sum(marks[row]) if row < len(marks) else 0
+            note = f"   <- {count} differ" if count else ""
+            lines.append(f"{indent}  {' ' * len(title)}|{a:<{width}}|  |{b}|{note}")
+    return lines
+
+
+def _readable(panel: Any) -> bool:
+    if not isinstance(panel, Mapping):
+        return False
+    grids = [panel.get(key) for key in ("student", "expected", "blocked")]
+    return all(isinstance(g, list) and len(g) <= 32 and all(
+        isinstance(row, list) and len(row) <= 32 for row in g) for g in grids) and all(
+        isinstance(v, int | float) or v is None for key in ("student", "expected")
+        for row in panel[key] for v in row)

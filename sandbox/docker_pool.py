@@ -29,6 +29,11 @@ from sandbox.docker_sandbox import (
 logger = logging.getLogger(__name__)
 
 READY_POLL_SECONDS = 0.05
+# A refill nobody waits for checks its container this seldom: each check is an archive request
+# through the engine, and at 20 a second per starting container (the import of torch takes
+# seconds) those checks were most of the worker's CPU in a rush, and much of the engine's,
+# taken from the gradings running meanwhile. A run that starts waiting cuts the pause short.
+IDLE_READY_POLL_SECONDS = 1.0
 # A pooled container is handed out only if its deadline label leaves the whole run this much
 # room on top of the run's wall clock, so the janitor never removes a container mid-run.
 DEADLINE_MARGIN_SECONDS = 60.0
@@ -37,13 +42,15 @@ DEADLINE_MARGIN_SECONDS = 60.0
 ORPHAN_DIR_AGE_SECONDS = 600.0
 
 
-def wait_until_ready(sandbox: SandboxContainer, timeout: float) -> None:
-    """Block until the container's runner has torch imported and warm, waiting for its job."""
+def wait_until_ready(sandbox: SandboxContainer, timeout: float,
+                     pause: Callable[[], None] = lambda: time.sleep(READY_POLL_SECONDS)) -> None:
+    """Block until the container's runner has torch imported and warm, waiting for its job.
+    ``pause`` runs between two checks (each is a round trip through the engine)."""
     ready_by = time.monotonic() + timeout
     while not sandbox.is_ready():
         if sandbox.output.closed.is_set() or time.monotonic() > ready_by:
             raise RuntimeError(f"sandbox container {sandbox.name} did not become ready")
-        time.sleep(READY_POLL_SECONDS)
+        pause()
 
 
 class WarmPool:
@@ -71,6 +78,7 @@ class WarmPool:
         self._ready_timeout = ready_timeout_seconds
         self._ready: collections.deque[SandboxContainer] = collections.deque()
         self._starting = 0
+        self._waiting = 0  # runs in ``take`` waiting for a container
         self._closed = False
         self._changed = threading.Condition()
 
@@ -108,7 +116,13 @@ class WarmPool:
                     remaining = waited_until - time.monotonic()
                     if self._closed or self._starting == 0 or remaining <= 0:
                         return None
-                    self._changed.wait(remaining)
+                    if self._waiting == 0:  # the first: starting containers check now, often
+                        self._changed.notify_all()  # (only the first: takers would wake each
+                    self._waiting += 1              # other's notify back and forth)
+                    try:
+                        self._changed.wait(remaining)
+                    finally:
+                        self._waiting -= 1
             finally:
                 self.fill()
 
@@ -132,7 +146,7 @@ class WarmPool:
         sandbox: SandboxContainer | None = None
         try:
             sandbox = self._start()
-            wait_until_ready(sandbox, self._ready_timeout)
+            wait_until_ready(sandbox, self._ready_timeout, self._pause)
         except Exception:  # a failed start leaves the pool smaller, runs go cold
             logger.exception("could not start a warm sandbox container")
             if sandbox is not None:
@@ -146,6 +160,16 @@ class WarmPool:
                 else:
                     self._ready.append(sandbox)
             self._changed.notify_all()
+
+    def _pause(self) -> None:
+        """Between two readiness checks of a starting container: short while a run waits for
+        one, else up to IDLE_READY_POLL_SECONDS, cut short when a run starts waiting."""
+        with self._changed:
+            if not self._waiting and not self._closed:
+                self._changed.wait_for(lambda: self._waiting > 0 or self._closed,
+                                       IDLE_READY_POLL_SECONDS)
+                return
+        time.sleep(READY_POLL_SECONDS)
 
     def close(self) -> None:
         """Discard the idle containers; containers still starting are discarded when ready."""

@@ -290,7 +290,10 @@ class SandboxContainer:
             if self.output.flooded:
                 termination = Termination.OUTPUT_LIMIT
                 break
-            state = self.client.api.exec_inspect(self._exec_id)
+            state = self._exec_state()
+            if state is None:  # the container ended under the runner: its execs are forgotten
+                exit_code = self._container_exit_code()
+                break
             if not state["Running"]:
                 exit_code = state["ExitCode"]
                 break
@@ -300,8 +303,8 @@ class SandboxContainer:
         wall = time.monotonic() - started
         if termination is Termination.EXITED:
             # A clean exit needs no question to the engine; only a killed runner may be an OOM.
-            if exit_code != 0 and self._out_of_memory(since):
-                termination = Termination.MEMORY_LIMIT
+            if exit_code != 0:
+                termination = self._judge_killed_runner(since, exit_code)
         else:
             # Freeze whatever still runs so the outputs are read as they were at the limit.
             with contextlib.suppress(docker.errors.APIError):
@@ -335,12 +338,53 @@ class SandboxContainer:
         os.rename(staging / probe_runner.PLAN_FILE, self.job_dir / probe_runner.PLAN_FILE)
         staging.rmdir()
 
-    def _out_of_memory(self, since: float) -> bool:
+    def _exec_state(self) -> dict[str, Any] | None:
+        """The runner's exec as the engine sees it, or None once its container has ended."""
+        try:
+            state: dict[str, Any] = self.client.api.exec_inspect(self._exec_id)
+        except docker.errors.NotFound:
+            return None
+        return state
+
+    def _judge_killed_runner(self, since: float, exit_code: int | None) -> Termination:
+        """A runner that failed: the memory limit, the student's own doing, or not theirs.
+
+        The student cannot signal the container's init (another user); when it has ended as
+        well, the whole container was killed: gVisor's sandbox at the memory limit, otherwise
+        the engine or an operator, which the caller reports as a sandbox error to retry.
+        """
+        state = self._container_state()
+        if self._out_of_memory(since, state):
+            return Termination.MEMORY_LIMIT
+        if not state.get("Running"):
+            raise RuntimeError(
+                f"container {self.container.short_id} ended under the runner "
+                f"(exit status {exit_code}) without reaching its memory limit"
+            )
+        return Termination.EXITED
+
+    def _container_state(self) -> dict[str, Any]:
+        """The container's state as the engine knows it now (empty once it is gone)."""
+        try:
+            self.container.reload()
+        except docker.errors.NotFound:
+            return {}
+        state: dict[str, Any] = self.container.attrs.get("State") or {}
+        return state
+
+    def _container_exit_code(self) -> int | None:
+        """The ended container's exit status (None if the engine no longer knows it)."""
+        code = self._container_state().get("ExitCode")
+        return code if isinstance(code, int) else None
+
+    def _out_of_memory(self, since: float, state: dict[str, Any]) -> bool:
         """Whether the kernel's OOM killer struck in this container since ``since``.
 
         Docker's ``OOMKilled`` state only covers the container's own process, not an exec'd
-        one, so the engine's ``oom`` events are asked instead.
+        one, so the engine's ``oom`` events are asked as well.
         """
+        if state.get("OOMKilled"):  # gVisor's whole sandbox was killed
+            return True
         events = self.client.api.events(
             since=f"{since - 1:.9f}",
             until=f"{time.time() + _OOM_EVENT_GRACE_SECONDS:.9f}",

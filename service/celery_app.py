@@ -13,6 +13,7 @@ from celery import Celery, Task
 from celery.signals import worker_process_init, worker_process_shutdown
 from flask import Flask
 
+from service import extensions
 from service.config import celery_settings
 from service.db import database
 
@@ -29,15 +30,15 @@ def celery_init_app(app: Flask) -> Celery:
     celery = Celery(app.name, task_cls=FlaskTask)
     celery.config_from_object(celery_settings(app.config))
     celery.set_default()
-    app.extensions["celery"] = celery
+    extensions.celery.install(app, celery)
 
     def after_fork(**_: Any) -> None:
-        app.extensions["autograde.db"].dispose_after_fork()
+        extensions.database.of(app).dispose_after_fork()
 
     def at_exit(**_: Any) -> None:
-        grader = app.extensions.pop("autograde.grader", None)
-        if grader is not None:
-            grader.close()
+        grading = extensions.grading.remove(app)
+        if grading is not None:
+            grading.close()
 
     worker_process_init.connect(after_fork, weak=False)
     worker_process_shutdown.connect(at_exit, weak=False)

@@ -66,6 +66,11 @@ DEFAULTS: dict[str, Any] = {
     "SANDBOX_RETRY_SECONDS": 3,
     "SANDBOX_RETRY_MAX_SECONDS": 20,
     "TOKEN_DAYS": 90,
+    # A long poll (``GET /api/v1/submissions/<id>?wait=N``) waits at most this many seconds,
+    # and at most STATUS_WAIT_SLOTS requests of one web process wait at once (the server runs
+    # 4 threads per process: the others stay free); past that a wait is answered at once.
+    "STATUS_WAIT_MAX_SECONDS": 30,
+    "STATUS_WAIT_SLOTS": 2,
     # LTI 1.3. The tool's public base URL as the LMS reaches it (None: the request's host).
     "LTI_TOOL_URL": None,
     # The launch's state cookie crosses sites (the LMS posts the launch): SameSite=None, which
@@ -144,6 +149,8 @@ def celery_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     if str(config["BROKER_URL"]).startswith("sqla+"):
         # kombu hands these to create_engine. The SQL transport has no visibility timeout: a
         # message taken by a worker that dies is not redelivered, the reaper re-queues it.
+        # (The worker's polling interval of the queue table is set by
+        # ``service.tasks.poll_queue_often``: kombu would hand it to create_engine too.)
         transport = {"connect_args": {"timeout": 30}}
     return {
         "broker_url": config["BROKER_URL"],

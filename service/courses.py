@@ -127,3 +127,11 @@ def find_assignment(session: Session, user: User, slug: str,
 def require_instructor(session: Session, user: User, assignment: CourseAssignment) -> None:
     if course_role(session, user, assignment.course_id) is not CourseRole.INSTRUCTOR:
         raise Forbidden("Only the course's instructors may do this.")
+
+
+def taught_assignment(session: Session, user: User, slug: str,
+                      course: str | None = None) -> CourseAssignment:
+    """The assignment ``slug`` of a course ``user`` teaches (404 unseen, 403 not theirs)."""
+    target = find_assignment(session, user, slug, course)
+    require_instructor(session, user, target)
+    return target

@@ -146,7 +146,7 @@ class AssignmentStats:
 
     students: int
     graded_students: int
-    histogram: dict[str, list[Any]]
+    histogram: dict[str, Any]
     codes: list[dict[str, Any]]
     checks: list[dict[str, Any]]
     timeline: dict[str, Any]
@@ -155,6 +155,9 @@ class AssignmentStats:
     deadline: str | None = None
     enrolled: int = 0
     extensions: int = 0
+
+    stuck: list[dict[str, Any]] | None = None
+    """Students whose last three graded submissions share a code: ``{"code", "students"}``."""
 
     def charts(self) -> dict[str, Any]:
         return {"histogram": self.histogram, "codes": self.codes, "checks": self.checks,
@@ -187,17 +190,49 @@ def assignment_stats(session: Session, assignment: CourseAssignment, *,
         deadline=assignment.due_at.isoformat() if assignment.due_at else None,
         enrolled=len(table),
         extensions=sum(1 for s in table.values() if s.deadline.extended),
+        stuck=_stuck(session, everything),
     )
 
 
-def score_histogram(scores: list[float], max_score: float) -> dict[str, list[Any]]:
+STUCK_AFTER = 3
+
+
+def stuck_students(submissions: Iterable[Scored]) -> dict[str, list[int]]:
+    """By code, the students whose last ``STUCK_AFTER`` graded submissions all carry it."""
+    graded: dict[int, list[Scored]] = {}
+    for submission in submissions:  # oldest first
+        if submission.result_id is not None:
+            graded.setdefault(submission.user_id, []).append(submission)
+    stuck: dict[str, list[int]] = {}
+    for user_id, own in graded.items():
+        last = own[-STUCK_AFTER:]
+        if len(last) < STUCK_AFTER:
+            continue
+        for code in sorted(set.intersection(*(set(s.codes) for s in last))):
+            stuck.setdefault(code, []).append(user_id)
+    return stuck
+
+
+def _stuck(session: Session, submissions: list[Scored]) -> list[dict[str, Any]]:
+    by_code = stuck_students(submissions)
+    ids = {user_id for users in by_code.values() for user_id in users}
+    names = dict(session.execute(select(User.id, User.username).where(User.id.in_(ids))).all()) \
+        if ids else {}
+    return [{"code": code, "students": sorted(names.get(u, str(u)) for u in users)}
+            for code, users in sorted(by_code.items(), key=lambda item: (-len(item[1]), item[0]))]
+
+
+def score_histogram(scores: list[float], max_score: float) -> dict[str, Any]:
     """Counts of scores in ten equal bins of [0, max_score] (the last bin includes the max)."""
     width = (max_score or 1.0) / HISTOGRAM_BINS
     counts = [0] * HISTOGRAM_BINS
     for score in scores:
         counts[min(int(score / width), HISTOGRAM_BINS - 1) if score > 0 else 0] += 1
     labels = [f"{i * width:g}-{(i + 1) * width:g}" for i in range(HISTOGRAM_BINS)]
-    return {"labels": labels, "counts": counts}
+    return {"labels": labels, "counts": counts, "max_score": max_score, "count": len(scores),
+            "mean": round(statistics.fmean(scores), 2) if scores else None,
+            "median": round(statistics.median(scores), 2) if scores else None,
+            "zeros": sum(1 for score in scores if score <= 0)}
 
 
 def code_frequency(code_lists: list[list[str]]) -> list[dict[str, Any]]:
@@ -212,14 +247,16 @@ def check_pass_rates(documents: list[Mapping[str, Any]]) -> list[dict[str, Any]]
     passed: Counter[str] = Counter()
     seen: Counter[str] = Counter()
     names: dict[str, str] = {}
+    points: dict[str, float] = {}
     for document in documents:
         for test in document.get("tests", []):
             number = str(test["number"])
             names[number] = str(test["name"])
+            points[number] = float(test.get("max_score") or 0)
             seen[number] += 1
             passed[number] += test["status"] == "passed"
     return [{"number": n, "name": names[n], "passed": passed[n], "total": seen[n],
-             "rate": round(passed[n] / seen[n], 4)}
+             "rate": round(passed[n] / seen[n], 4), "points": points[n]}
             for n in sorted(seen, key=_check_order)]
 
 
@@ -227,25 +264,42 @@ def _check_order(number: str) -> list[int | str]:
     return [int(part) if part.isdigit() else part for part in re.split(r"[.\-]", number)]
 
 
+TIMELINE_STEPS = tuple(timedelta(minutes=m) for m in (1, 5, 10, 15, 30, 60, 180, 360, 720,
+                                                      1440, 10080))
+TIMELINE_MAX_BINS = 36
+_EPOCH = datetime(2000, 1, 3)  # a Monday: week bins start on Mondays
+
+
+def timeline_step(span: timedelta) -> timedelta:
+    """The smallest bin from a readable ladder (minutes for a lab, days for a month) that
+    covers ``span`` in at most ``TIMELINE_MAX_BINS`` bins."""
+    for step in TIMELINE_STEPS:
+        if span < step * TIMELINE_MAX_BINS:
+            return step
+    return TIMELINE_STEPS[-1]
+
+
 def submission_timeline(moments: list[datetime], due_at: datetime | None, *,
                         late: list[bool] | None = None) -> dict[str, Any]:
-    """Submissions per hour (per day when they span more than three days), on time or late:
+    """Submissions per bin, on time or late, the bin fitting the span (``timeline_step``):
     ``late`` says which were (against each student's own deadline); by default, those after
-    the due date."""
+    the due date. The deadline's bin is named when it falls in the chart."""
     if not moments:
-        return {"labels": [], "on_time": [], "late": [], "deadline_label": None}
-    span = max(moments) - min(moments)
-    step = timedelta(days=1) if span > timedelta(days=3) else timedelta(hours=1)
-    fmt = "%Y-%m-%d" if step == timedelta(days=1) else "%m-%d %H:00"
+        return {"labels": [], "on_time": [], "late": [], "deadline_label": None,
+                "step_minutes": None}
+    low, high = min(moments), max(moments)
+    if due_at is not None and low <= due_at <= high + (high - low) / 4:
+        high = max(high, due_at)
+    step = timeline_step(high - low)
+    fmt = "%Y-%m-%d" if step >= timedelta(days=1) else "%m-%d %H:%M"
+    zone = low.tzinfo
+    epoch = _EPOCH.replace(tzinfo=zone)
 
     def bucket(moment: datetime) -> datetime:
-        if step == timedelta(days=1):
-            return moment.replace(hour=0, minute=0, second=0, microsecond=0)
-        return moment.replace(minute=0, second=0, microsecond=0)
+        return epoch + step * ((moment.astimezone(zone) - epoch) // step) if zone else \
+            epoch + step * ((moment - epoch) // step)
 
-    start, end = bucket(min(moments)), bucket(max(moments))
-    if due_at is not None and start <= bucket(due_at) <= end + 3 * step:
-        end = max(end, bucket(due_at))
+    start, end = bucket(low), bucket(high)
     buckets: list[datetime] = []
     while start <= end and len(buckets) < 500:
         buckets.append(start)
@@ -264,7 +318,7 @@ def submission_timeline(moments: list[datetime], due_at: datetime | None, *,
     deadline_label = (bucket(due_at).strftime(fmt)
                       if due_at is not None and bucket(due_at) in index else None)
     return {"labels": [b.strftime(fmt) for b in buckets], "on_time": on_time, "late": late_counts,
-            "deadline_label": deadline_label}
+            "deadline_label": deadline_label, "step_minutes": int(step.total_seconds() // 60)}
 
 
 def queue_counts(session: Session, assignment: CourseAssignment | None = None) -> dict[str, int]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from flask import current_app
 from sqlalchemy import CursorResult, Engine, Executable, create_engine, event
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 from sqlalchemy.pool import NullPool
+
+from service import extensions
 
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig
@@ -58,8 +59,7 @@ def _ensure_parent(url: str) -> None:
 
 def database() -> Database:
     """The current app's database."""
-    db: Database = current_app.extensions["autograde.db"]
-    return db
+    return extensions.database()
 
 
 def session() -> Session:

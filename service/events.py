@@ -3,24 +3,21 @@
 Each destination is a ``Channel``. When a submission is graded or gives up, every channel records
 its deliveries in the same transaction as the result (a transactional outbox: a crash between the
 commit and the sending loses nothing), then, after the commit, sends the tasks that deliver them.
-A periodic task sends again whatever is due and was never sent or whose task was lost.
+A periodic task sends again whatever is due and was never sent or whose task was lost. How a
+delivery is then sent, retried and given up is ``service.outbox``'s, the same for every channel.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
-from sqlalchemy import ColumnElement, or_, select, update
 from sqlalchemy.orm import Session
 
-from service.db import rows_changed
 from service.models import Submission
-from service.models.base import DispatchedMixin
 
 log = logging.getLogger(__name__)
 
@@ -67,33 +64,6 @@ class Announcer:
 
     def send_all_due(self, session: Session) -> dict[str, int]:
         return {channel.name: channel.send_due(session) for channel in self.channels}
-
-
-def dispatch_due(session: Session, model: type[DispatchedMixin], due: ColumnElement[bool], *,
-                 now: datetime, redispatch_seconds: float, send: Callable[[int], None],
-                 limit: int = 1000) -> int:
-    """Send the task of every ``model`` row matching ``due`` whose task was never sent, or was
-    sent so long ago that it must have been lost; how many were sent.
-
-    Each row is taken by a compare-and-set on ``dispatched_at``, so the sweep, the send after a
-    commit and an instructor's "send again" never queue the same delivery twice at once (the
-    tasks are idempotent anyway; this keeps a backed-up queue from filling with copies).
-    """
-    column: Any = model.dispatched_at
-    stale = now - timedelta(seconds=redispatch_seconds)
-    rows = session.execute(
-        select(model.id, column).where(due, or_(column.is_(None), column < stale))
-        .order_by(model.id).limit(limit)).all()
-    sent = 0
-    for row_id, dispatched in rows:
-        same = column.is_(None) if dispatched is None else column == dispatched
-        claimed = rows_changed(session, update(model).where(model.id == row_id, same)
-                               .values(dispatched_at=now))
-        session.commit()
-        if claimed == 1:
-            send(row_id)
-            sent += 1
-    return sent
 
 
 SILENT = Announcer()

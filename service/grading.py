@@ -237,13 +237,17 @@ def give_up(session: Session, submission: Submission, announcer: Announcer = SIL
               submission.workers_lost)
 
 
-class Grader:
+class SubmissionGrading:
     """What the task calls: claim, run the pipeline, store. One per worker process."""
 
     def __init__(self, *, pipeline: Callable[[], GradingPipeline], policy: GradingPolicy,
-                 announcer: Announcer = SILENT) -> None:
+                 announcer: Announcer = SILENT,
+                 status_changed: Callable[[int], None] = lambda _submission_id: None) -> None:
         self._pipeline_factory = pipeline
         self.announcer = announcer
+        # Called after each committed status change (claimed, stored, given up, released):
+        # wakes the requests waiting on the submission (``service.status_watch``).
+        self.status_changed = status_changed
         self._pipeline: GradingPipeline | None = None
         self.policy = policy
         self._packages: dict[str, Assignment] = {}
@@ -256,9 +260,12 @@ class Grader:
         claim_: Claim | None = None
         try:
             claim_ = claim(session, submission_id, self.policy, self.announcer, resume=resume)
+            self.status_changed(submission_id)
             if claim_ is None:
                 return "skipped"
-            return self._grade_claimed(session, claim_)
+            outcome = self._grade_claimed(session, claim_)
+            self.status_changed(submission_id)
+            return outcome
         except Exception as exc:
             if not is_connection_error(exc):
                 raise

@@ -9,39 +9,37 @@ the worker process. Celery is the only dependency (the app's instance, built by
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from flask import current_app
 
-if TYPE_CHECKING:
-    from celery import Celery
+from service import extensions
 
 log = logging.getLogger(__name__)
 
 GRADE_TASK = "autograde.grade_submission"
 REAP_TASK = "autograde.reap_stuck_submissions"
 SEND_DUE_TASK = "autograde.send_due_deliveries"
-DELIVER_TASK = "autograde.deliver_webhook"
-PUBLISH_TASK = "autograde.publish_score"
+DELIVER_TASK = "autograde.deliver"
+"""One attempt at one outbox delivery: arguments, the channel's name and the delivery's id."""
 SYNC_COURSE_TASK = "autograde.sync_lms_course"
 SYNC_ALL_TASK = "autograde.sync_lms_rosters"
 
 
-def send(task: str, row_id: int, *, countdown: float | None = None) -> None:
-    """Send ``task`` for one row on the service's queue; raises when the broker cannot take it
+def send(task: str, *args: str | int, countdown: float | None = None) -> None:
+    """Send ``task`` with ``args`` on the service's queue; raises when the broker cannot take it
     (callers that record their work first, the outbox channels, send it again later)."""
-    celery: Celery = current_app.extensions["celery"]
-    celery.send_task(task, args=[row_id], queue=current_app.config["QUEUE"], countdown=countdown)
+    extensions.celery().send_task(task, args=list(args), queue=current_app.config["QUEUE"],
+                                  countdown=countdown)
 
 
 def enqueue(submission_id: int) -> None:
     """Send the grading task; call only after the submission is committed. A failure to publish
     loses nothing: the submission stays ``queued`` and the reaper sends it again."""
-    celery: Celery = current_app.extensions["celery"]
     try:
-        celery.send_task(GRADE_TASK, args=[submission_id], queue=current_app.config["QUEUE"],
-                         retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2,
-                                                   "interval_step": 0.5, "interval_max": 1.0})
+        extensions.celery().send_task(
+            GRADE_TASK, args=[submission_id], queue=current_app.config["QUEUE"], retry=True,
+            retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5,
+                          "interval_max": 1.0})
     except Exception as exc:
         log.warning("could not enqueue submission %s (%s); the reaper will", submission_id,
                     type(exc).__name__)

@@ -1,8 +1,8 @@
 """The worker: its Celery tasks (thin, named, taking ids) and the objects they run on.
 
 This is the one place the worker is wired, and only the worker imports it (``service.worker``):
-the web side sends these tasks by name through ``service.queue``. The grader (pipeline, sandbox
-backend, policy) and the announcer (the channels finished submissions are delivered on) are
+the web side sends these tasks by name through ``service.queue``. The submission grading (pipeline,
+sandbox backend, policy) and the announcer (the channels finished submissions are delivered on) are
 built here, once per worker process on first use, from the app's config. Grading itself lives
 in ``service.grading``.
 """
@@ -10,6 +10,7 @@ in ``service.grading``.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sys
 import threading
@@ -22,49 +23,51 @@ from flask import Flask, current_app
 from grader.pipeline import GradingPipeline
 from sandbox import create_backend
 from sandbox.selection import choose_backend
+from service import extensions, outbox
 from service.db import database, session
 from service.events import Announcer
-from service.grading import CONNECTION_ERRORS, Grader, GradingInterrupted, GradingPolicy, reap
-from service.lti.passback import GradePassback, PassbackSettings, publish
+from service.grading import (
+    CONNECTION_ERRORS,
+    GradingInterrupted,
+    GradingPolicy,
+    SubmissionGrading,
+    reap,
+)
+from service.lti.passback import GradePassback, PassbackSettings, ScoreCourier
 from service.lti.services import (
     ServiceSettings,
     contexts_to_sync,
     sync_context,
 )
-from service.lti.views import runtime as lti_runtime
+from service.outbox import Courier
 from service.queue import (
     DELIVER_TASK,
     GRADE_TASK,
-    PUBLISH_TASK,
     REAP_TASK,
     SEND_DUE_TASK,
     SYNC_ALL_TASK,
     SYNC_COURSE_TASK,
     enqueue,
 )
-from service.webhooks.delivery import WebhookChannel, WebhookPolicy, deliver
+from service.status_watch import status_publisher
+from service.webhooks.delivery import WebhookChannel, WebhookCourier, WebhookPolicy
 
 log = logging.getLogger(__name__)
 
 
 def current_announcer() -> Announcer:
     """The channels finished submissions are announced on: webhooks, then LMS scores."""
-    announcer: Announcer | None = current_app.extensions.get("autograde.announcer")
-    if announcer is None:
-        announcer = Announcer((WebhookChannel.from_config(current_app.config), GradePassback()))
-        current_app.extensions["autograde.announcer"] = announcer
-    return announcer
+    return extensions.announcer.built(
+        lambda: Announcer((WebhookChannel.from_config(current_app.config), GradePassback())))
 
 
-def current_grader() -> Grader:
-    """This worker process's grader, built on first use (its sandbox backend with it)."""
-    grader: Grader | None = current_app.extensions.get("autograde.grader")
-    if grader is None:
-        grader = Grader(pipeline=_pipeline_factory(current_app.config["SANDBOX_BACKEND"]),
-                        policy=GradingPolicy.from_config(current_app.config),
-                        announcer=current_announcer())
-        current_app.extensions["autograde.grader"] = grader
-    return grader
+def current_grading() -> SubmissionGrading:
+    """This worker process's submission grading, built on first use (its sandbox backend with
+    it)."""
+    return extensions.grading.built(lambda: SubmissionGrading(
+        pipeline=_pipeline_factory(current_app.config["SANDBOX_BACKEND"]),
+        policy=GradingPolicy.from_config(current_app.config), announcer=current_announcer(),
+        status_changed=status_publisher(current_app.config)))
 
 
 def _pipeline_factory(name: str) -> Callable[[], GradingPipeline]:
@@ -86,7 +89,7 @@ def grade_submission(self: Task, submission_id: int, resume: str | None = None) 
     it held); a grading that failed on the submission is retried within the attempt bound."""
     config = current_app.config
     try:
-        outcome = current_grader().grade(session(), submission_id, resume=resume)
+        outcome = current_grading().grade(session(), submission_id, resume=resume)
     except GradingInterrupted as interrupted:
         raise self.retry(args=[submission_id], kwargs={"resume": interrupted.token},
                          countdown=retry_delay(self.request.retries + 1, config)
@@ -131,25 +134,23 @@ _RETRY_ON_CONNECTION_LOSS: dict[str, object] = {
     "retry_jitter": True, "max_retries": None}
 
 
+def courier(channel: str) -> Courier:
+    """What sends one delivery of the channel named ``channel``, as this app is configured."""
+    if channel == WebhookChannel.name:
+        return WebhookCourier(WebhookPolicy.from_config(current_app.config))
+    if channel == GradePassback.name:
+        return ScoreCourier(PassbackSettings.from_config(current_app.config),
+                            extensions.lti_runtime().tokens)
+    raise ValueError(f"no delivery channel {channel!r}")
+
+
 @shared_task(name=DELIVER_TASK, bind=True, acks_late=True,  # type: ignore[untyped-decorator]
              **_RETRY_ON_CONNECTION_LOSS)
-def deliver_webhook(self: Task, delivery_id: int) -> str:
-    """One attempt at a webhook delivery; a failed one schedules its retry with a countdown
-    (long backoffs are left to the periodic sweep). Duplicates find the attempt taken."""
-    outcome = deliver(session(), delivery_id, WebhookPolicy.from_config(current_app.config))
-    if outcome.retry_in is not None:
-        raise self.retry(countdown=outcome.retry_in, max_retries=None)
-    return outcome.status
-
-
-@shared_task(name=PUBLISH_TASK, bind=True, acks_late=True,  # type: ignore[untyped-decorator]
-             **_RETRY_ON_CONNECTION_LOSS)
-def publish_score(self: Task, delivery_id: int) -> str:
-    """One attempt at sending a score to an LMS line item; a failed one retries with backoff.
+def deliver(self: Task, channel: str, delivery_id: int) -> str:
+    """One attempt at a delivery of the outbox (a webhook event, a score to the LMS); a failed
+    one schedules its retry with a countdown (long backoffs are left to the periodic sweep).
     Duplicates find the delivery claimed or done."""
-    outcome = publish(session(), delivery_id,
-                      settings=PassbackSettings.from_config(current_app.config),
-                      tokens=lti_runtime().tokens)
+    outcome = outbox.attempt(session(), courier(channel), delivery_id)
     if outcome.retry_in is not None:
         raise self.retry(countdown=outcome.retry_in, max_retries=None)
     return outcome.status
@@ -159,7 +160,7 @@ def publish_score(self: Task, delivery_id: int) -> str:
              time_limit=300)
 def sync_lms_course(context_id: int) -> str:
     """An LMS course's roster (Names and Roles) and line items brought in step."""
-    done = sync_context(session(), context_id, tokens=lti_runtime().tokens,
+    done = sync_context(session(), context_id, tokens=extensions.lti_runtime().tokens,
                         settings=ServiceSettings.from_config(current_app.config))
     return "gone" if done is None else f"{done.roster} / {done.lineitems} line item(s)"
 
@@ -171,6 +172,37 @@ def sync_lms_rosters() -> int:
     for context_id in contexts:
         sync_lms_course.apply_async(args=[context_id], queue=current_app.config["QUEUE"])
     return len(contexts)
+
+
+def share_warm_pool(*, options: Mapping[str, Any], **_: Any) -> None:
+    """At worker start (``celeryd_init``, before the grading processes fork): each process
+    keeps ``cores / processes`` warm containers (at least one), so the worker as a whole keeps
+    one per core, unless ``AUTOGRADE_DOCKER_POOL_SIZE`` says otherwise. With the backend's
+    default of two per process, two processes on two cores kept four containers starting
+    (importing torch) beside the gradings, for no more throughput."""
+    if "AUTOGRADE_DOCKER_POOL_SIZE" not in os.environ:
+        processes = int(options.get("concurrency") or os.cpu_count() or 1)
+        os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] = str(max(1, (os.cpu_count() or 1)
+                                                           // max(processes, 1)))
+        log.info("warm pool: %s container(s) per grading process, %s process(es)",
+                 os.environ["AUTOGRADE_DOCKER_POOL_SIZE"], processes)
+
+
+QUEUE_POLL_SECONDS = 0.1
+
+
+class PollQueueOften(bootsteps.StartStopStep):  # type: ignore[misc]
+    """A worker consumer step: a broker that is polled (the embedded default's queue table) is
+    polled every 0.1 s instead of kombu's 1 s, which was the whole queue wait of a submission on
+    an idle machine; a poll is one cheap read of a small SQLite table. Brokers that push (Redis)
+    are left alone."""
+
+    requires = ("celery.worker.consumer.connection:Connection",)
+
+    def start(self, consumer: Any) -> None:
+        transport = consumer.connection.transport
+        if getattr(transport, "polling_interval", None) is not None:
+            transport.polling_interval = min(transport.polling_interval, QUEUE_POLL_SECONDS)
 
 
 def resend_on_connect(app: Flask) -> type[bootsteps.StartStopStep]:

@@ -42,7 +42,7 @@ def student_view(document: Mapping[str, Any], *, now: datetime, due_at: datetime
             continue
         tests = [n for n in told["tests"] if n in numbers]
         if tests or not diagnosis["tests"]:
-            diagnoses.append({**told, "tests": tests})
+            diagnoses.append(_without_unreleased_map({**told, "tests": tests}))
     score = round(sum(t["score"] for t in shown), 4)
     # The maximum is the assignment's, whatever is shown: a student never reads 7.5 / 9.5 where
     # the statement says 10 (the points held back are said in the summary).
@@ -83,6 +83,18 @@ def _as_told(diagnosis: Mapping[str, Any], tier: str | None) -> dict[str, Any] |
     if not isinstance(view, Mapping):
         return None
     return {**told, "message": view.get("message", ""), "tests": list(view.get("tests", []))}
+
+
+def _without_unreleased_map(diagnosis: dict[str, Any]) -> dict[str, Any]:
+    """An attention map is drawn only when a check it belongs to is released to the student
+    and still cited by the diagnosis as told (its call's inputs and weights are evidence)."""
+    picture = diagnosis.get("attention_map")
+    if picture is None:
+        return diagnosis
+    tests = picture.get("tests", []) if isinstance(picture, Mapping) else []
+    if isinstance(tests, list) and set(tests) & set(diagnosis["tests"]):
+        return diagnosis
+    return {key: value for key, value in diagnosis.items() if key != "attention_map"}
 
 
 def _summary(score: float, max_score: float, shown: list[dict[str, Any]],

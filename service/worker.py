@@ -2,10 +2,15 @@
 
 The only module that imports the tasks, so only the worker loads the grading pipeline."""
 
+from celery.signals import celeryd_init
+
 from service.app import create_app
-from service.tasks import resend_on_connect
+from service.extensions import celery as shared_celery
+from service.tasks import PollQueueOften, resend_on_connect, share_warm_pool
 
 # Not named ``app``: Celery's ``-A module`` looks for ``app`` before ``celery``.
 _flask = create_app()
-celery = _flask.extensions["celery"]
+celery = shared_celery.of(_flask)
 celery.steps["consumer"].add(resend_on_connect(_flask))
+celery.steps["consumer"].add(PollQueueOften)
+celeryd_init.connect(share_warm_pool, weak=False)

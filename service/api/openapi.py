@@ -95,8 +95,16 @@ def openapi_document() -> dict[str, Any]:
             {"name": "assignment", "in": "query", "schema": {"type": "string"}}, _COURSE,
             _LIMIT, _OFFSET)},
         "/api/v1/submissions/{submission_id}": {"get": _op(
-            "One submission with its results (as its reader may see them)",
-            {"200": submission, **_problems(401, 404)}, _SUBMISSION_ID)},
+            "One submission with its results (as its reader may see them). With `wait`, a "
+            "long poll: answered as soon as the status is no longer `since` (default: the "
+            "status when asked) or is graded or failed, else after `wait` seconds, capped at "
+            "STATUS_WAIT_MAX_SECONDS (30 by default); a server whose wait slots are all taken "
+            "answers at once, so poll again after a pause when nothing changed",
+            {"200": submission, **_problems(400, 401, 404)}, _SUBMISSION_ID,
+            {"name": "wait", "in": "query", "schema": {"type": "integer", "minimum": 0,
+                                                        "maximum": 3600}},
+            {"name": "since", "in": "query", "schema": {
+                "type": "string", "enum": ["queued", "running", "graded", "failed"]}})},
         "/api/v1/instructor/assignments/{slug}": {"patch": _op(
             "Set due date, late policy, rate limit, publication",
             {"200": _json(_ref("Assignment"), "Updated"), **_problems(400, 401, 403, 404, 415)},

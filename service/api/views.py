@@ -39,6 +39,7 @@ from service.records import (
 )
 from service.release import apply_settings
 from service.serialise import assignment_json
+from service.status_watch import submission_after_wait
 from service.submissions import (
     count_mine,
     my_submissions,
@@ -121,7 +122,11 @@ def submissions() -> Response:
 @blueprint.get("/submissions/<int:submission_id>")
 @login_required
 def submission(submission_id: int) -> Response:
-    found = readable_submission(session(), current_user(), submission_id)
+    """``?wait=N``: a long poll, answered when the status changes (from ``since``, default the
+    status now), or after N seconds (capped), with the state as it then is."""
+    found = submission_after_wait(session(), current_user(), submission_id,
+                                  wait=int_arg("wait", 0, high=3600),
+                                  since=request.args.get("since"))
     return jsonify(submission_json(session(), found, current_user()))
 
 

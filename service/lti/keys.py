@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -61,6 +62,11 @@ def public_jwk(key: LtiToolKey) -> dict[str, Any]:
     assert isinstance(private, rsa.RSAPrivateKey)
     jwk: dict[str, Any] = RSAAlgorithm.to_jwk(private.public_key(), as_dict=True)
     return {**jwk, "kid": key.kid, "alg": ALGORITHM, "use": "sig"}
+
+
+def retired_key_days(config: Mapping[str, Any]) -> int:
+    """How long a retired key stays in the JWKS, so what it signed can still be verified."""
+    return int(config["LTI_RETIRED_KEY_DAYS"])
 
 
 def jwks(session: Session, *, retired_days: int) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Grade passback: every graded submission's score, by the assignment's policy, to the LMS line
 item (LTI Assignment and Grade Services), over an OAuth2 client-credentials token.
 
-Deliveries are rows recorded with the result (the outbox of ``service.events``). A task claims
-one by compare-and-set, computes the score at send time, posts it, and retries with backoff.
+Deliveries are rows recorded with the result (the outbox of ``service.events``), sent by the
+engine of ``service.outbox``; what is LMS-specific is here: the score, computed at send time
+(and withheld while the student may not see every check), and the platform's token.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 
 from service import queue
-from service.db import rows_changed
-from service.events import Event, dispatch_due
+from service.errors import NotFound
+from service.events import Event
 from service.gradebook import counted_score
 from service.lti.keys import sign
 from service.lti.provision import SCORE_SCOPE
@@ -39,6 +40,7 @@ from service.models import (
     Submission,
     utcnow,
 )
+from service.outbox import Outcome, RetryPolicy, Sent, Settled, attempt, dispatch_due, due
 from service.visibility import released
 
 log = logging.getLogger(__name__)
@@ -68,8 +70,10 @@ class PassbackSettings:
                    int(config["LTI_HOLD_RECHECK_SECONDS"]),
                    int(config["VISIBILITY_TIMEOUT"]) // 2)
 
-    def backoff(self, attempts: int) -> int:
-        return int(min(self.retry_cap_seconds, self.retry_base_seconds * 2 ** (attempts - 1)))
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(self.retry_base_seconds, self.retry_cap_seconds, self.max_attempts,
+                           self.countdown_limit_seconds)
 
 
 class GradePassback:
@@ -106,19 +110,16 @@ class GradePassback:
     def send_due(self, session: Session, *, submission_id: int | None = None,
                  assignment_id: int | None = None) -> int:
         now = utcnow()
-        due = and_(ScorePassback.status == PassbackStatus.PENDING,
-                   ScorePassback.next_attempt_at <= now,
-                   ScorePassback.lease_expires_at.is_(None)
-                   | (ScorePassback.lease_expires_at < now))
+        condition = due(ScorePassback, now)
         if submission_id is not None:
-            due = and_(due, ScorePassback.submission_id == submission_id)
+            condition = and_(condition, ScorePassback.submission_id == submission_id)
         if assignment_id is not None:
-            due = and_(due, ScorePassback.resource_link_id.in_(
+            condition = and_(condition, ScorePassback.resource_link_id.in_(
                 select(LtiResourceLink.id).where(LtiResourceLink.assignment_id == assignment_id)))
         return dispatch_due(
-            session, ScorePassback, due, now=now,
+            session, ScorePassback, condition, now=now,
             redispatch_seconds=float(current_app.config["DELIVERY_REDISPATCH_SECONDS"]),
-            send=lambda row_id: queue.send(queue.PUBLISH_TASK, row_id))
+            send=lambda row_id: queue.send(queue.DELIVER_TASK, self.name, row_id))
 
 
 class AccessTokens:
@@ -198,54 +199,50 @@ def withheld_until(result: Result, assignment: CourseAssignment, *, recheck_seco
     return due if due is not None and now < due < later else later
 
 
-@dataclass(frozen=True)
-class Outcome:
-    status: str
-    """``delivered``, ``retry``, ``failed``, ``held`` (checks not released to the student yet)
-    or ``skipped`` (another copy has it, or it is done)."""
-    retry_in: int | None = None
+class ScoreCourier:
+    """The LMS's part of ``service.outbox``: a token, and the score the gradebook counts."""
+
+    model = ScorePassback
+    label = "LTI passback"
+    retrying = "retry"
+    lease = timedelta(seconds=LEASE_SECONDS)
+
+    def __init__(self, settings: PassbackSettings, tokens: AccessTokens) -> None:
+        self.settings, self.tokens = settings, tokens
+        self.retry = settings.retry
+
+    def stamp(self, now: datetime, *, claimed: bool) -> dict[str, Any]:
+        return {"updated_at": now}
+
+    def send(self, session: Session, delivery: ScorePassback) -> Sent | Settled:
+        platform = session.get(LtiPlatform, delivery.lti_user.platform_id)
+        assert platform is not None
+        assignment = delivery.submission.assignment
+        chosen = chosen_result(session, delivery.lti_user.user_id, assignment)
+        if chosen is None:
+            return Settled("skipped", {"status": PassbackStatus.SUPERSEDED, "dispatched_at": None,
+                                       "last_error": "the student has no graded submission "
+                                                     "any more"})
+        result, final = chosen
+        held = withheld_until(result, assignment,
+                              recheck_seconds=self.settings.hold_recheck_seconds)
+        if held is not None:
+            # Not an attempt: nothing was sent. The periodic task sends it when it is due again.
+            return Settled("held", {"next_attempt_at": held, "attempts": delivery.attempts - 1,
+                                    "last_error": HELD, "dispatched_at": None})
+        try:
+            _send(session, platform, delivery, (final, result.max_score), self.tokens,
+                  self.settings.timeout_seconds)
+        except (DeliveryError, requests.RequestException, ValueError, KeyError) as exc:
+            return Sent(str(exc) if isinstance(exc, DeliveryError) else type(exc).__name__,
+                        permanent=isinstance(exc, DeliveryError) and exc.status in PERMANENT)
+        return Sent(columns={"score_given": final, "score_maximum": result.max_score})
 
 
 def publish(session: Session, delivery_id: int, *, settings: PassbackSettings,
             tokens: AccessTokens) -> Outcome:
     """One attempt at one delivery; only the copy holding the claim sends."""
-    now = utcnow()
-    lease = secrets.token_hex(16)
-    claimed = rows_changed(session, update(ScorePassback).where(
-        ScorePassback.id == delivery_id, ScorePassback.status == PassbackStatus.PENDING,
-        # A little slack: the task's countdown and the row's time may disagree by a moment.
-        ScorePassback.next_attempt_at <= now + timedelta(seconds=2),
-        ScorePassback.lease_expires_at.is_(None) | (ScorePassback.lease_expires_at < now))
-        .values(lease_token=lease, lease_expires_at=now + timedelta(seconds=LEASE_SECONDS),
-                attempts=ScorePassback.attempts + 1, updated_at=now))
-    session.commit()
-    if claimed != 1:
-        return Outcome("skipped")
-    delivery = session.get(ScorePassback, delivery_id, populate_existing=True)
-    assert delivery is not None
-    platform = session.get(LtiPlatform, delivery.lti_user.platform_id)
-    assert platform is not None
-    assignment = delivery.submission.assignment
-    chosen = chosen_result(session, delivery.lti_user.user_id, assignment)
-    if chosen is None:
-        _finish(session, delivery, lease, PassbackStatus.SUPERSEDED,
-                error="the student has no graded submission any more")
-        return Outcome("skipped")
-    result, final = chosen
-    held = withheld_until(result, assignment, recheck_seconds=settings.hold_recheck_seconds)
-    if held is not None:
-        # Not an attempt: nothing was sent. The periodic task sends it when it is due again.
-        _finish(session, delivery, lease, PassbackStatus.PENDING, next_attempt_at=held,
-                attempts=delivery.attempts - 1, error=HELD)
-        return Outcome("held")
-    score = (final, result.max_score)
-    try:
-        _send(session, platform, delivery, score, tokens, settings.timeout_seconds)
-    except (DeliveryError, requests.RequestException, ValueError, KeyError) as exc:
-        return _failed(session, delivery, lease, exc, settings)
-    _finish(session, delivery, lease, PassbackStatus.DELIVERED, score=score)
-    log.info("LTI score of passback %s delivered (%s/%s)", delivery_id, *score)
-    return Outcome("delivered")
+    return attempt(session, ScoreCourier(settings, tokens), delivery_id)
 
 
 def _send(session: Session, platform: LtiPlatform, delivery: ScorePassback,
@@ -262,49 +259,6 @@ def _send(session: Session, platform: LtiPlatform, delivery: ScorePassback,
     if not 200 <= response.status_code < 300:
         raise DeliveryError(f"the platform's score service answered HTTP "
                             f"{response.status_code}", response.status_code)
-
-
-def _failed(session: Session, delivery: ScorePassback, lease: str, exc: Exception,
-            settings: PassbackSettings) -> Outcome:
-    reason = str(exc) if isinstance(exc, DeliveryError) else type(exc).__name__
-    permanent = isinstance(exc, DeliveryError) and exc.status in PERMANENT
-    if permanent or delivery.attempts >= settings.max_attempts:
-        _finish(session, delivery, lease, PassbackStatus.FAILED, error=reason)
-        log.warning("LTI passback %s failed for good after %s attempt(s): %s", delivery.id,
-                    delivery.attempts, reason)
-        return Outcome("failed")
-    countdown = settings.backoff(delivery.attempts)
-    due = utcnow() + timedelta(seconds=countdown)
-    # A short wait is the task's own countdown (it holds the dispatch until then); a long one
-    # is left to the periodic sweep.
-    by_countdown = countdown <= settings.countdown_limit_seconds
-    _finish(session, delivery, lease, PassbackStatus.PENDING, error=reason, next_attempt_at=due,
-            dispatched_at=due if by_countdown else None)
-    log.info("LTI passback %s: attempt %s failed (%s); again in %s s", delivery.id,
-             delivery.attempts, reason, countdown)
-    return Outcome("retry", countdown if by_countdown else None)
-
-
-def _finish(session: Session, delivery: ScorePassback, lease: str, status: PassbackStatus, *,
-            score: tuple[float, float] | None = None, error: str | None = None,
-            next_attempt_at: datetime | None = None, attempts: int | None = None,
-            dispatched_at: datetime | None = None) -> None:
-    """Record an attempt's end; a delivery left pending is sent again by the periodic sweep when
-    due, unless ``dispatched_at`` says a task is already scheduled for it."""
-    now = utcnow()
-    values: dict[str, Any] = {"status": status, "lease_token": None, "lease_expires_at": None,
-                              "updated_at": now, "last_error": error,
-                              "dispatched_at": dispatched_at}
-    if score is not None:
-        values.update(score_given=score[0], score_maximum=score[1], delivered_at=now)
-    if next_attempt_at is not None:
-        values["next_attempt_at"] = next_attempt_at
-    if attempts is not None:
-        values["attempts"] = attempts
-    rows_changed(session, update(ScorePassback).where(ScorePassback.id == delivery.id,
-                                                  ScorePassback.lease_token == lease)
-             .values(**values))
-    session.commit()
 
 
 HELD = "held: some checks are not released to the student yet"
@@ -343,6 +297,18 @@ def send_again(session: Session, delivery: ScorePassback) -> None:
     delivery.last_error, delivery.lease_expires_at = None, None
     delivery.dispatched_at = None
     session.flush()
+
+
+def resend_passback(session: Session, target: CourseAssignment,
+                    delivery_id: int) -> ScorePassback:
+    """An instructor's "send again" of one passback of ``target``, committed and its task sent."""
+    delivery = session.get(ScorePassback, delivery_id)
+    if delivery is None or delivery.resource_link.assignment_id != target.id:
+        raise NotFound(f"Assignment {target.slug} has no passback {delivery_id}.")
+    send_again(session, delivery)
+    session.commit()
+    GradePassback().send_due(session, submission_id=delivery.submission_id)
+    return delivery
 
 
 def passbacks_of(session: Session, assignment: CourseAssignment,

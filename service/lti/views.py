@@ -1,17 +1,18 @@
-"""LTI endpoints: login initiation, launch, JWKS, deep-link pick; the instructors' pages and API."""
+"""The LMS-facing LTI endpoints: login initiation, launch, JWKS, deep-link pick, configuration.
+
+The instructors' LTI pages are in ``service.web.lti``, their API in ``service.api.lti``."""
 
 from __future__ import annotations
 
 import logging
 import secrets
-from typing import Any
 from urllib.parse import urlsplit
 
 from flask import (
     Blueprint,
+    Flask,
     Response,
     current_app,
-    flash,
     jsonify,
     redirect,
     render_template,
@@ -22,68 +23,44 @@ from sqlalchemy import select
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
 
-from service.auth import current_user, login_required
-from service.courses import course_by_code, find_assignment, require_instructor
-from service.dashboard import teaches
 from service.db import session
 from service.errors import Forbidden, NotFound, ServiceError
-from service.lti import deep_linking, pages
-from service.lti.forms import PlatformForm
-from service.lti.keys import jwks, published_keys, rotate_key
+from service.extensions import lti_runtime
+from service.lti import deep_linking
+from service.lti.keys import jwks, retired_key_days
 from service.lti.launch import (
     DEEP_LINKING_REQUEST,
     STATE_COOKIE,
     Launch,
     LaunchSettings,
-    PlatformKeys,
     begin_login,
     validate_launch,
 )
-from service.lti.pages import ReleaseState, course_contexts, lms_page, roster_of
-from service.lti.passback import (
-    AccessTokens,
-    GradePassback,
-    passback_json,
-    passbacks_of,
-    send_again,
-)
-from service.lti.platforms import Registration, list_platforms, register_platform, tool_urls
+from service.lti.platforms import tool_urls
 from service.lti.provision import TOOL_SCOPES, Member, link_resource, provision_member
+from service.lti.runtime import LtiRuntime
 from service.lti.services import ServiceSettings, request_sync, sync_lineitem
 from service.models import (
     CourseAssignment,
     CourseRole,
     LtiPlatform,
-    LtiResourceLink,
-    Role,
-    ScorePassback,
-    User,
 )
-from service.release import release_results
-from service.web.forms import ButtonForm
-from service.web.pages import page_blueprint
-from service.web.session_auth import log_in, login_page, page_user
+from service.web.session_auth import log_in
 
 log = logging.getLogger(__name__)
 
 blueprint = Blueprint("lti", __name__, url_prefix="/lti")
-dashboard = page_blueprint("lti_dashboard", __name__, url_prefix="/dashboard/lti")
-api = Blueprint("lti_api", __name__, url_prefix="/api/v1/lti")
 
 
-class LtiRuntime:
-    """This process's caches: the platforms' keys and the access tokens they issued us."""
-
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.keys = PlatformKeys(cache_seconds=int(config["LTI_JWKS_CACHE_SECONDS"]),
-                                 timeout=int(config["LTI_HTTP_TIMEOUT_SECONDS"]),
-                                 refetch_seconds=float(config["LTI_JWKS_REFETCH_SECONDS"]))
-        self.tokens = AccessTokens()
-
-
-def runtime() -> LtiRuntime:
-    found: LtiRuntime = current_app.extensions["autograde.lti"]
-    return found
+def init_lti(app: Flask) -> None:
+    """The LTI runtime and the LMS-facing endpoints (call from ``create_app``, after
+    ``init_web``); the instructors' pages are ``service.web.lti``'s, the API
+    ``service.api.lti``'s."""
+    lti_runtime.install(app, LtiRuntime(app.config))
+    app.register_blueprint(blueprint)
+    # The LMS posts the login and launch (authenticated by the signed id_token, not a cookie);
+    # the deep-link pick carries a signed token.
+    app.extensions["csrf"].exempt(blueprint)
 
 
 def tool_base_url() -> str:
@@ -120,14 +97,14 @@ def launch() -> BaseResponse | str:
                            state=request.form.get("state", ""),
                            cookie_state=request.cookies.get(STATE_COOKIE),
                            settings=LaunchSettings.from_config(current_app.config),
-                           keys=runtime().keys)
+                           keys=lti_runtime().keys)
     member = provision_member(session(), done)
     if done.message_type == DEEP_LINKING_REQUEST:
         return _picker(done, member)
     link = link_resource(session(), done, member)
     if link.assignment is not None and link.lineitem_url is None \
             and member.context.lineitems_url:
-        sync_lineitem(session(), link, tokens=runtime().tokens,
+        sync_lineitem(session(), link, tokens=lti_runtime().tokens,
                       settings=ServiceSettings.from_config(current_app.config))
     session().commit()
     request_sync(session(), member.context,
@@ -178,7 +155,7 @@ def deep_link() -> Response:
 
 @blueprint.get("/jwks")
 def tool_jwks() -> Response:
-    body = jwks(session(), retired_days=_retired_key_days())
+    body = jwks(session(), retired_days=retired_key_days(current_app.config))
     response = jsonify(body)
     response.headers["Cache-Control"] = "public, max-age=300"
     return response
@@ -247,182 +224,3 @@ def _page(status: int, title: str, detail: str) -> tuple[Response, int]:
     return _frameable(Response(page, status=status)), status
 
 
-# --- Instructors and administrators: platforms and the passbacks of an assignment. -----------
-
-def _registrar() -> User:
-    user = page_user()
-    if user.role not in (Role.ADMIN, Role.INSTRUCTOR):
-        raise Forbidden("Only administrators and instructors may register LMS platforms.")
-    return user
-
-
-@dashboard.route("/platforms", methods=["GET", "POST"])
-@login_page
-def platforms() -> str | BaseResponse:
-    user = _registrar()
-    form = PlatformForm()
-    if form.validate_on_submit():
-        try:
-            platform = register_platform(session(), Registration(
-                issuer=form.issuer.data or "", client_id=form.client_id.data or "",
-                deployments=tuple((form.deployments.data or "").split()),
-                auth_login_url=form.auth_login_url.data or "",
-                access_token_url=form.access_token_url.data or "",
-                jwks_url=form.jwks_url.data or "", token_audience=form.token_audience.data,
-                name=form.name.data or "", course=form.course.data or None))
-            session().commit()
-        except ServiceError as error:
-            session().rollback()
-            flash(error.detail, "error")
-        else:
-            flash(f"Registered {platform.name} ({platform.issuer}).", "info")
-            return redirect(url_for("lti_dashboard.platforms"), 303)
-    return render_template("lti/platforms.html", form=form, platforms=list_platforms(session()),
-                           urls=tool_urls(tool_base_url()), keys=published_keys(
-                               session(), retired_days=_retired_key_days()),
-                           retired_key_days=_retired_key_days(),
-                           rotate_form=ButtonForm(prefix="rotate")
-                           if user.role is Role.ADMIN else None)
-
-
-@dashboard.post("/keys/rotate")
-@login_page
-def rotate() -> BaseResponse:
-    """A new signing key (administrators only: it signs for every platform)."""
-    if page_user().role is not Role.ADMIN:
-        raise Forbidden("Only administrators may rotate the tool's signing key.")
-    if ButtonForm(prefix="rotate").validate_on_submit():
-        key = rotate_key(session())
-        session().commit()
-        flash(f"New signing key {key.kid}; the previous one stays in the JWKS for "
-              f"{_retired_key_days()} days.", "info")
-    return redirect(url_for("lti_dashboard.platforms"), 303)
-
-
-def release_notice(assignment: CourseAssignment) -> ReleaseState | None:
-    return pages.release_notice(session(), assignment)
-
-
-def _retired_key_days() -> int:
-    return int(current_app.config["LTI_RETIRED_KEY_DAYS"])
-
-
-def _taught(course: str | None, slug: str, user: User) -> CourseAssignment:
-    target = find_assignment(session(), user, slug, course)
-    require_instructor(session(), user, target)
-    return target
-
-
-@dashboard.get("/courses/<course>/assignments/<slug>")
-@dashboard.get("/courses/<course>/assignments/<slug>/passbacks")
-@login_page
-def passbacks(course: str, slug: str) -> str:
-    """The assignment's LMS page: its links and line items, the due date, what waits for a
-    release and the button that sends it, the course's roster, every passback."""
-    target = _taught(course, slug, page_user())
-    return render_template("lti/assignment.html", assignment=target,
-                           page=lms_page(session(), target),
-                           rows=passbacks_of(session(), target),
-                           resend_form=ButtonForm(prefix="resend"),
-                           release_form=ButtonForm(prefix="release"),
-                           sync_form=ButtonForm(prefix="sync"))
-
-
-@dashboard.post("/courses/<course>/assignments/<slug>/release")
-@login_page
-def release(course: str, slug: str) -> BaseResponse:
-    target = _taught(course, slug, page_user())
-    if not ButtonForm(prefix="release").validate_on_submit():
-        raise ServiceError("The form expired; reload the page and try again.")
-    sent = release_results(session(), target, by=page_user())
-    flash(f"Results released: students see every check, and {sent} waiting score(s) are on "
-          "their way to the LMS.", "info")
-    return redirect(url_for("lti_dashboard.passbacks", course=course, slug=slug), 303)
-
-
-@dashboard.post("/courses/<course>/sync")
-@login_page
-def sync(course: str) -> BaseResponse:
-    """Sync the course's rosters and line items now (they also sync on launches and hourly)."""
-    found = course_by_code(session(), course)
-    if not teaches(session(), page_user(), found):
-        raise Forbidden("Only the course's instructors may do this.")
-    if ButtonForm(prefix="sync").validate_on_submit():
-        contexts = course_contexts(session(), found)
-        for context in contexts:
-            request_sync(session(), context, min_age_seconds=0)
-        flash(f"Syncing {len(contexts)} LMS course(s) in the background; reload in a moment.",
-              "info")
-    return redirect(request.form.get("next") or url_for("lti_dashboard.roster", course=course),
-                    303)
-
-
-@dashboard.get("/courses/<course>/roster")
-@login_page
-def roster(course: str) -> str:
-    found = course_by_code(session(), course)
-    if not teaches(session(), page_user(), found):
-        raise Forbidden("Only the course's instructors may do this.")
-    return render_template("lti/roster.html", course=found,
-                           contexts=course_contexts(session(), found),
-                           members=roster_of(session(), found),
-                           sync_form=ButtonForm(prefix="sync"))
-
-
-@dashboard.route("/links/<int:link_id>/attach", methods=["GET", "POST"])
-@login_page
-def attach(link_id: int) -> str | BaseResponse:
-    """An LMS link made without deep linking: the instructor says which assignment it opens."""
-    link = session().get(LtiResourceLink, link_id)
-    if link is None or not teaches(session(), page_user(), link.context.course):
-        raise NotFound("There is no such LMS link in a course you teach.")
-    form = ButtonForm(prefix="attach")
-    if request.method == "POST" and form.validate_on_submit():
-        chosen = session().get(CourseAssignment, request.form.get("assignment", type=int))
-        if chosen is None or chosen.course_id != link.context.course_id:
-            raise NotFound("That assignment is not in this course.")
-        link.assignment = chosen
-        sync_lineitem(session(), link, tokens=runtime().tokens,
-                      settings=ServiceSettings.from_config(current_app.config))
-        session().commit()
-        flash(f"The LMS link now opens {chosen.title}.", "info")
-        return redirect(url_for("lti_dashboard.passbacks", course=chosen.course.code,
-                                slug=chosen.slug), 303)
-    assignments = session().scalars(select(CourseAssignment).where(
-        CourseAssignment.course_id == link.context.course_id).order_by(CourseAssignment.slug))
-    return render_template("lti/attach.html", link=link, assignments=list(assignments),
-                           form=form)
-
-
-@dashboard.post("/courses/<course>/assignments/<slug>/passbacks/<int:delivery_id>/resend")
-@login_page
-def resend(course: str, slug: str, delivery_id: int) -> BaseResponse:
-    target = _taught(course, slug, page_user())
-    if ButtonForm(prefix="resend").validate_on_submit():
-        _send_again(target, delivery_id)
-        flash(f"Passback {delivery_id} will be sent again.", "info")
-    return redirect(url_for("lti_dashboard.passbacks", course=course, slug=slug), 303)
-
-
-def _send_again(target: CourseAssignment, delivery_id: int) -> ScorePassback:
-    delivery = session().get(ScorePassback, delivery_id)
-    if delivery is None or delivery.resource_link.assignment_id != target.id:
-        raise NotFound(f"Assignment {target.slug} has no passback {delivery_id}.")
-    send_again(session(), delivery)
-    session().commit()
-    GradePassback().send_due(session(), submission_id=delivery.submission_id)
-    return delivery
-
-
-@api.get("/assignments/<slug>/passbacks")
-@login_required
-def api_passbacks(slug: str) -> Response:
-    target = _taught(request.args.get("course"), slug, current_user())
-    return jsonify(passbacks=[passback_json(d) for d in passbacks_of(session(), target)])
-
-
-@api.post("/assignments/<slug>/passbacks/<int:delivery_id>/resend")
-@login_required
-def api_resend(slug: str, delivery_id: int) -> tuple[Response, int]:
-    target = _taught(request.args.get("course"), slug, current_user())
-    return jsonify(passback_json(_send_again(target, delivery_id))), 202

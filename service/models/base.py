@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import enum
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, DateTime, MetaData, TypeDecorator
+from sqlalchemy import JSON, DateTime, MetaData, String, Text, TypeDecorator
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -50,11 +51,28 @@ class IdMixin:
     id: Mapped[int] = mapped_column(primary_key=True)
 
 
-class DispatchedMixin(IdMixin):
-    """A delivery sent by a task (see ``service.events.dispatch_due``)."""
+class LeasedDeliveryMixin(IdMixin):
+    """Something owed to the outside world, sent by a task with retries (``service.outbox``):
+    one sender at a time holds a lease on it; the periodic sweep sends what is due.
 
+    The model declares its own ``status`` column and names its enum in ``status_enum``, whose
+    ``pending``, ``delivered`` and ``failed`` members the engine uses."""
+
+    status_enum: ClassVar[type[enum.Enum]]
+
+    attempts: Mapped[int] = mapped_column(default=0)
+    """Attempts of the current round (an instructor's "send again" starts a new round)."""
+    next_attempt_at: Mapped[datetime | None]
+    """When the next attempt is due (after a failed one, the backoff)."""
+    lease_token: Mapped[str | None] = mapped_column(String(32))
+    """The claim of the task sending it now (compare-and-set: one sender at a time)."""
+    lease_expires_at: Mapped[datetime | None]
+    """When a claim whose task died is presumed lost, and the delivery free again."""
+    last_error: Mapped[str | None] = mapped_column(Text)
+    """What went wrong last, short; never a token, secret or response body."""
     dispatched_at: Mapped[datetime | None] = mapped_column(default=None)
     """When the task that will send it was sent, or is due to run (a retry's countdown)."""
+    delivered_at: Mapped[datetime | None]
 
 
 class CreatedMixin:

@@ -9,7 +9,7 @@ from sqlalchemy import ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from service.models.assignments import CourseAssignment
-from service.models.base import Base, CreatedMixin, DispatchedMixin, IdMixin
+from service.models.base import Base, CreatedMixin, IdMixin, LeasedDeliveryMixin
 from service.models.courses import Course, CourseRole
 from service.models.submissions import Submission
 from service.models.users import User, enum_column
@@ -184,7 +184,7 @@ class PassbackStatus(enum.Enum):
     """A newer grading of the same student and line item replaced it before it was sent."""
 
 
-class ScorePassback(DispatchedMixin, CreatedMixin, Base):
+class ScorePassback(LeasedDeliveryMixin, CreatedMixin, Base):
     """A score owed to an LMS line item for one student, recorded with the result (an outbox).
 
     The score itself is computed when it is sent, by the assignment's score policy."""
@@ -204,17 +204,11 @@ class ScorePassback(DispatchedMixin, CreatedMixin, Base):
     lineitem_url: Mapped[str] = mapped_column(URL)
     status: Mapped[PassbackStatus] = mapped_column(enum_column(PassbackStatus),
                                                    default=PassbackStatus.PENDING)
-    attempts: Mapped[int] = mapped_column(default=0)
-    next_attempt_at: Mapped[datetime]
-    lease_token: Mapped[str | None] = mapped_column(String(32))
-    """The claim of the task sending it now (compare-and-set: one sender at a time)."""
-    lease_expires_at: Mapped[datetime | None]
+    status_enum = PassbackStatus
     score_given: Mapped[float | None]
     score_maximum: Mapped[float | None]
     """What was last sent."""
-    last_error: Mapped[str | None] = mapped_column(Text)
     updated_at: Mapped[datetime | None]
-    delivered_at: Mapped[datetime | None]
 
     submission: Mapped[Submission] = relationship()
     lti_user: Mapped[LtiUser] = relationship()

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import ForeignKey, Index, String
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from service.models.base import Base, CreatedMixin, DispatchedMixin, IdMixin
+from service.models.base import Base, CreatedMixin, IdMixin, LeasedDeliveryMixin
 from service.models.courses import Course
 from service.models.submissions import Submission
 from service.models.users import User, enum_column
@@ -47,7 +47,7 @@ class DeliveryStatus(enum.Enum):
     """Gave up after the last attempt (a redelivery starts again)."""
 
 
-class WebhookDelivery(DispatchedMixin, CreatedMixin, Base):
+class WebhookDelivery(LeasedDeliveryMixin, CreatedMixin, Base):
     """One event owed to one endpoint, retried until delivered or out of attempts."""
 
     __tablename__ = "webhook_deliveries"
@@ -63,16 +63,9 @@ class WebhookDelivery(DispatchedMixin, CreatedMixin, Base):
     payload: Mapped[dict[str, Any]]
     status: Mapped[DeliveryStatus] = mapped_column(enum_column(DeliveryStatus),
                                                    default=DeliveryStatus.PENDING)
-    attempts: Mapped[int] = mapped_column(default=0)
-    next_attempt_at: Mapped[datetime | None]
-    """When the next attempt is due; while an attempt is in flight, when it is presumed lost."""
-    """When the task last sent for this delivery was due to run; the periodic sweep sends
-    another only once that is long past (the task was lost), never a pile of duplicates."""
+    status_enum = DeliveryStatus
     last_attempt_at: Mapped[datetime | None]
     last_status_code: Mapped[int | None]
-    last_error: Mapped[str | None] = mapped_column(String(200))
-    """What went wrong, short (``HTTP 500``, ``timed out``); never a URL, header or secret."""
-    delivered_at: Mapped[datetime | None]
 
     endpoint: Mapped[WebhookEndpoint] = relationship()
     submission: Mapped[Submission] = relationship()

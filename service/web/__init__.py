@@ -8,7 +8,8 @@ from zoneinfo import ZoneInfo
 from flask import Flask
 from flask_wtf.csrf import CSRFProtect
 
-from service.web import gradebook, instructor, student, webhooks
+from service.web import gradebook, instructor, lti, student, webhooks
+from service.web.figures import attention_figure
 from service.web.pages import assets_blueprint
 from service.web.security import configure_web_security
 
@@ -18,13 +19,16 @@ def init_web(app: Flask) -> None:
     csrf = CSRFProtect()
     configure_web_security(app, csrf)
     # The API and token endpoints authenticate by bearer token, never by cookie: no CSRF there.
-    for name in ("api", "auth"):
+    for name in ("api", "lti_api", "auth"):
         if name in app.blueprints:
             csrf.exempt(app.blueprints[name])
     app.jinja_env.filters["in_zone"] = in_zone
+    app.jinja_env.globals["attention_figure"] = attention_figure
+    # The instructor's dashboard says when LMS scores wait for a release (lti/_release.html).
+    app.jinja_env.globals["lms_release_notice"] = lti.release_notice
     app.register_blueprint(assets_blueprint())
     for blueprint in (student.blueprint, instructor.blueprint, instructor.account,
-                      webhooks.blueprint, gradebook.blueprint):
+                      webhooks.blueprint, gradebook.blueprint, lti.dashboard):
         app.register_blueprint(blueprint)
 
 

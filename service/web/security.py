@@ -9,12 +9,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, Request, Response, current_app, request
+from flask import Flask, Request, Response, request
 from flask.sessions import SecureCookieSessionInterface
 from flask_wtf.csrf import CSRFProtect
 from limits import RateLimitItem, parse
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
+
+from service import extensions
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +45,10 @@ def configure_web_security(app: Flask, csrf: CSRFProtect) -> None:
                       SESSION_COOKIE_NAME="autograde_session", WTF_CSRF_TIME_LIMIT=None)
     app.session_interface = HttpsAwareSessionInterface()
     csrf.init_app(app)
-    app.extensions["autograde.login_throttle"] = LoginThrottle(
+    extensions.login_throttle.install(app, LoginThrottle(
         app.config["LOGIN_LIMIT"], app.config["LOGIN_LIMIT_STORAGE"]
         or _shared_storage(str(app.config.get("BROKER_URL", ""))),
-        float(app.config["LOGIN_ACCOUNT_DELAY_SECONDS"]))
+        float(app.config["LOGIN_ACCOUNT_DELAY_SECONDS"])))
 
 
 class HttpsAwareSessionInterface(SecureCookieSessionInterface):
@@ -131,8 +133,7 @@ class LoginThrottle:
 
 
 def login_throttle() -> LoginThrottle:
-    throttle: LoginThrottle = current_app.extensions["autograde.login_throttle"]
-    return throttle
+    return extensions.login_throttle()
 
 
 def throttled_authenticate(username: str, password: str) -> Any:

@@ -26,8 +26,10 @@ from service.dashboard import counted_scores, pointed_lines, taught_courses
 from service.db import session
 from service.errors import ServiceError
 from service.gradebook import deadline_of
+from service.http import int_arg
 from service.models import CourseAssignment, CourseRole, Submission, SubmissionStatus, User
 from service.queue import enqueue
+from service.status_watch import submission_after_wait
 from service.submissions import (
     count_mine,
     my_submissions,
@@ -54,7 +56,9 @@ FINISHED = {SubmissionStatus.GRADED.value, SubmissionStatus.FAILED.value}
 
 @blueprint.app_context_processor
 def page_globals() -> dict[str, Any]:
-    user = web_user() if request.blueprint in {"web", "dashboard"} else None
+    # Every page has the same frame (navigation and log-out): the account, webhook, gradebook
+    # and LMS pages too. Machine endpoints never read the session for it.
+    user = web_user() if request.blueprint not in {"api", "lti_api", "auth", "assets"} else None
     return {"viewer": user, "logout_form": ButtonForm(prefix="logout"),
             "teaches": bool(user and taught_courses(session(), user))}
 
@@ -185,7 +189,10 @@ def submission(submission_id: int) -> str:
 @blueprint.get("/submissions/<int:submission_id>/status.json")
 @login_page
 def submission_status(submission_id: int) -> Response:
-    found = readable_submission(session(), page_user(), submission_id)
+    """The page's live status; ``?wait=N&since=STATUS`` answers when it changes (a long poll)."""
+    found = submission_after_wait(session(), page_user(), submission_id,
+                                  wait=int_arg("wait", 0, high=3600),
+                                  since=request.args.get("since"))
     body = submission_json(session(), found, page_user())
     return jsonify(id=found.id, status=body["status"], attempts=body["attempts"],
                    waiting_for_sandbox=body["waiting_for_sandbox"],

@@ -1,9 +1,9 @@
 """The webhook channel: deliveries recorded with the result, sent signed, retried with backoff.
 
-A delivery is attempted by exactly one task at a time: the task takes the attempt by a
-compare-and-set on (status, attempts) and records the outcome only if the attempt is still its
-own, so duplicate tasks (a broker redelivery, the periodic sweep, a redeliver click) never post
-twice at once and a delivered event is never sent again unless an instructor asks for it.
+Deliveries are sent by the engine of ``service.outbox`` (one sender at a time under a lease, the
+outcome recorded only while the lease is still its own, so a delivered event is never sent
+again unless an instructor asks for it); what is webhook-specific is here: the payload, the
+Standard Webhooks signature and the egress checks of the receiver's address.
 """
 
 from __future__ import annotations
@@ -19,23 +19,22 @@ from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 from standardwebhooks import Webhook
 
 from service import queue
-from service.db import rows_changed
-from service.events import Event, dispatch_due
+from service.events import Event
 from service.gradebook import score_of
 from service.lti.identity import lms_identity
 from service.models import (
-    DeliveryStatus,
     Result,
     Submission,
     WebhookDelivery,
     WebhookEndpoint,
     utcnow,
 )
+from service.outbox import Outcome, RetryPolicy, Sent, attempt, dispatch_due, due
 from service.webhooks.egress import EgressPolicy, RefusedTarget, Target, resolve_target
 
 log = logging.getLogger(__name__)
@@ -44,8 +43,6 @@ USER_AGENT = "autograde-webhooks/1"
 SECRET_BYTES = 32
 ROTATION_GRACE = timedelta(hours=24)
 """How long deliveries stay signed with the previous secret after a rotation as well."""
-EARLY_SLACK = timedelta(seconds=0.5)
-"""A countdown task may run this much before its delivery is due (timer granularity)."""
 
 Dispatch = Callable[[int, float | None], None]
 """Send the task of a delivery id, now or after a countdown in seconds."""
@@ -73,9 +70,14 @@ class WebhookPolicy:
                    countdown_limit_seconds=float(config["VISIBILITY_TIMEOUT"]) / 2,
                    egress=EgressPolicy.from_config(config))
 
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(self.backoff_seconds, self.backoff_max_seconds, self.max_attempts,
+                           self.countdown_limit_seconds)
+
     def backoff(self, attempts: int) -> float:
         """Seconds to wait after failed attempt number ``attempts`` (1, 2, ...)."""
-        return float(min(self.backoff_max_seconds, self.backoff_seconds * 2 ** (attempts - 1)))
+        return self.retry.backoff(attempts)
 
     @property
     def attempt_lease(self) -> timedelta:
@@ -141,16 +143,6 @@ def body_of(delivery: WebhookDelivery) -> str:
     return json.dumps(delivery.payload, separators=(",", ":"), ensure_ascii=False)
 
 
-@dataclass(frozen=True)
-class AttemptOutcome:
-    """What one run of the delivery task did."""
-
-    status: str
-    """``delivered``, ``retrying``, ``failed`` (gave up) or ``skipped`` (not this task's)."""
-    retry_in: float | None = None
-    """Seconds until the retry, when the task should schedule it itself (a countdown)."""
-
-
 class _PinnedAdapter(HTTPAdapter):
     """Connects to the checked address while TLS verifies the certificate for the host name."""
 
@@ -188,29 +180,32 @@ def post(target: Target, body: str, headers: dict[str, str],
     return response.status_code, f"HTTP {response.status_code}"
 
 
-def deliver(session: Session, delivery_id: int, policy: WebhookPolicy) -> AttemptOutcome:
+class WebhookCourier:
+    """The webhooks' part of ``service.outbox``: the endpoint's checks, the signed body."""
+
+    model = WebhookDelivery
+    label = "webhook delivery"
+    retrying = "retrying"
+
+    def __init__(self, policy: WebhookPolicy) -> None:
+        self.policy, self.retry, self.lease = policy, policy.retry, policy.attempt_lease
+
+    def stamp(self, now: datetime, *, claimed: bool) -> dict[str, Any]:
+        return {"last_attempt_at": now} if claimed else {}
+
+    def send(self, session: Session, delivery: WebhookDelivery) -> Sent:
+        endpoint = session.get(WebhookEndpoint, delivery.endpoint_id, populate_existing=True)
+        code, error = _post_event(delivery, endpoint, self.policy)
+        return Sent(error, columns={"last_status_code": code})
+
+
+def deliver(session: Session, delivery_id: int, policy: WebhookPolicy) -> Outcome:
     """One attempt at a delivery, if it is due and still pending; records what happened."""
-    delivery = session.get(WebhookDelivery, delivery_id, populate_existing=True)
-    now = utcnow()
-    if delivery is None or delivery.status is not DeliveryStatus.PENDING:
-        return AttemptOutcome("skipped")
-    if delivery.next_attempt_at is not None and delivery.next_attempt_at > now + EARLY_SLACK:
-        return AttemptOutcome("skipped")
-    attempt = delivery.attempts + 1
-    taken = rows_changed(session, update(WebhookDelivery).where(
-        WebhookDelivery.id == delivery_id, WebhookDelivery.status == DeliveryStatus.PENDING,
-        WebhookDelivery.attempts == delivery.attempts).values(
-        attempts=attempt, last_attempt_at=now, next_attempt_at=now + policy.attempt_lease))
-    session.commit()
-    if taken != 1:
-        return AttemptOutcome("skipped")
-    endpoint = session.get(WebhookEndpoint, delivery.endpoint_id, populate_existing=True)
-    code, error = _attempt(delivery, endpoint, policy)
-    return _record(session, delivery, attempt, code, error, policy)
+    return attempt(session, WebhookCourier(policy), delivery_id)
 
 
-def _attempt(delivery: WebhookDelivery, endpoint: WebhookEndpoint | None,
-             policy: WebhookPolicy) -> tuple[int | None, str | None]:
+def _post_event(delivery: WebhookDelivery, endpoint: WebhookEndpoint | None,
+                policy: WebhookPolicy) -> tuple[int | None, str | None]:
     if endpoint is None or not endpoint.active:
         return None, "endpoint disabled"
     try:
@@ -259,40 +254,8 @@ def send_test_event(endpoint: WebhookEndpoint, policy: WebhookPolicy) -> Receive
     return ReceiverAnswer(message_id, code, error)
 
 
-def _record(session: Session, delivery: WebhookDelivery, attempt: int, code: int | None,
-            error: str | None, policy: WebhookPolicy) -> AttemptOutcome:
-    now = utcnow()
-    values: dict[str, Any] = {"last_status_code": code, "last_error": error}
-    retry_in: float | None = None
-    if error is None:
-        values.update(status=DeliveryStatus.DELIVERED, delivered_at=now, next_attempt_at=None)
-        outcome = "delivered"
-    elif attempt >= policy.max_attempts:
-        values.update(status=DeliveryStatus.FAILED, next_attempt_at=None)
-        outcome = "failed"
-    else:
-        delay = policy.backoff(attempt)
-        due = now + timedelta(seconds=delay)
-        values["next_attempt_at"] = due
-        if delay <= policy.countdown_limit_seconds:
-            values["dispatched_at"], retry_in = due, delay
-        else:
-            values["dispatched_at"] = None
-        outcome = "retrying"
-    kept = rows_changed(session, update(WebhookDelivery).where(
-        WebhookDelivery.id == delivery.id, WebhookDelivery.attempts == attempt,
-        WebhookDelivery.status == DeliveryStatus.PENDING).values(**values))
-    session.commit()
-    session.expire(delivery)  # changed by UPDATE statements above, not through the object
-    log.info("webhook delivery %s (endpoint %s) attempt %s: %s", delivery.id,
-             delivery.endpoint_id, attempt, error or f"HTTP {code}")
-    if kept != 1:  # redelivered meanwhile: the new round owns the row now
-        return AttemptOutcome("skipped")
-    return AttemptOutcome(outcome, retry_in)
-
-
 def celery_dispatch(delivery_id: int, countdown: float | None) -> None:
-    queue.send(queue.DELIVER_TASK, delivery_id, countdown=countdown)
+    queue.send(queue.DELIVER_TASK, WebhookChannel.name, delivery_id, countdown=countdown)
 
 
 class WebhookChannel:
@@ -327,13 +290,12 @@ class WebhookChannel:
     def send_due(self, session: Session, *, submission_id: int | None = None,
                  delivery_id: int | None = None) -> int:
         now = utcnow()
-        due = and_(WebhookDelivery.status == DeliveryStatus.PENDING,
-                   WebhookDelivery.next_attempt_at <= now)
+        condition = due(WebhookDelivery, now)
         if submission_id is not None:
-            due = and_(due, WebhookDelivery.submission_id == submission_id)
+            condition = and_(condition, WebhookDelivery.submission_id == submission_id)
         if delivery_id is not None:
-            due = and_(due, WebhookDelivery.id == delivery_id)
-        return dispatch_due(session, WebhookDelivery, due, now=now,
+            condition = and_(condition, WebhookDelivery.id == delivery_id)
+        return dispatch_due(session, WebhookDelivery, condition, now=now,
                             redispatch_seconds=self.policy.redispatch_seconds,
                             send=lambda row_id: self.dispatch(row_id, None))
 

@@ -136,7 +136,8 @@ def redeliver(session: Session, delivery: WebhookDelivery, channel: WebhookChann
     """Send the event again (same ``webhook-id``) with a fresh set of attempts, now."""
     session.execute(update(WebhookDelivery).where(WebhookDelivery.id == delivery.id).values(
         status=DeliveryStatus.PENDING, attempts=0, next_attempt_at=utcnow(),
-        dispatched_at=None, delivered_at=None).execution_options(synchronize_session=False))
+        lease_token=None, lease_expires_at=None, dispatched_at=None, delivered_at=None)
+        .execution_options(synchronize_session=False))
     session.commit()
     channel.send_due(session, delivery_id=delivery.id)
     session.refresh(delivery)

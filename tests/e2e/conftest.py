@@ -22,8 +22,8 @@ from sqlalchemy import select
 
 from service import db
 from service.accounts import create_user
-from service.admin import app_session
 from service.app import create_app
+from service.cli.database import app_session
 from service.courses import create_course, enrol, sync_assignments
 from service.models import CourseAssignment, CourseRole, Role, utcnow
 from tests.servicekit import PASSWORD, Stack, free_port

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy import select
 
 from service.accounts import create_user
-from service.admin import app_session
 from service.app import create_app
+from service.cli.database import app_session
 from service.courses import course_by_code, enrol
 from service.models import (
     CourseAssignment,

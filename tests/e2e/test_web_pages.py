@@ -20,8 +20,10 @@ from service.dashboard import (
     code_frequency,
     pointed_lines,
     score_histogram,
+    stuck_students,
     submission_timeline,
 )
+from service.gradebook import Scored
 from service.models import (
     CourseAssignment,
     CourseRole,
@@ -344,5 +346,67 @@ def test_chart_data_helpers() -> None:
         {"code": "b", "students": 1, "share": 0.3333}]
     due = utcnow().replace(minute=30, second=0, microsecond=0)
     timeline = submission_timeline([due - timedelta(hours=1), due + timedelta(minutes=10)], due)
-    assert timeline["on_time"] == [1, 0] and timeline["late"] == [0, 1]
-    assert timeline["deadline_label"] == timeline["labels"][1]
+    # A one-hour lab is drawn in minutes, not as one or two bars.
+    assert timeline["step_minutes"] == 5 and len(timeline["labels"]) == 15
+    assert timeline["on_time"][0] == 1 and sum(timeline["on_time"]) == 1
+    assert timeline["late"][-1] == 1 and sum(timeline["late"]) == 1
+    assert timeline["deadline_label"] == timeline["labels"][12]
+    month = submission_timeline([due - timedelta(days=30), due], due)
+    assert month["step_minutes"] == 24 * 60 and len(month["labels"]) == 31
+    year = submission_timeline([due - timedelta(days=400), due], None)
+    assert year["step_minutes"] == 7 * 24 * 60
+    histogram = score_histogram([0.0, 0.0, 4.0, 10.0], 10.0)
+    assert (histogram["mean"], histogram["median"], histogram["zeros"]) == (3.5, 2.0, 2)
+
+
+def test_students_stuck_on_one_code() -> None:
+    def scored(user: int, n: int, codes: tuple[str, ...]) -> Scored:
+        return Scored(submission_id=n, user_id=user, submitted_at=utcnow(), round=1,
+                      status=SubmissionStatus.GRADED, late_days=0, result_id=n, raw=0.0,
+                      max_score=10.0, codes=codes, adjusted=None, final=0.0)
+
+    history = [scored(1, 1, ("a",)), scored(1, 2, ("a", "b")), scored(1, 3, ("a", "b")),
+               scored(2, 4, ("b",)), scored(2, 5, ("b",)),
+               scored(3, 6, ("c",)), scored(3, 7, ("c",)), scored(3, 8, ()),
+               scored(3, 9, ("c",))]
+    assert stuck_students(history) == {"a": [1]}
+
+
+def test_every_page_has_the_frame_and_the_favicon(client: FlaskClient, factory: Factory) -> None:
+    """Navigation and log-out on the account, webhook and LMS pages too, not only the main ones."""
+    log_in(client, "prof")
+    for path in ("/assignments", "/account/tokens", "/dashboard/courses/ml101/webhooks",
+                 "/dashboard/courses/ml101/assignments/attention"):
+        page = client.get(path)
+        assert page.status_code == 200, path
+        html = page.get_data(as_text=True)
+        assert 'aria-label="Main"' in html and "Log out" in html, path
+        assert 'rel="icon"' in html, path
+    icon = client.get("/static/favicon.svg")
+    assert icon.status_code == 200 and b"<svg" in icon.data
+
+
+def test_a_result_page_draws_the_attention_map_as_svg_with_its_table(
+        client: FlaskClient, site: Flask, factory: Factory) -> None:
+    picture = {"version": 1, "call": "masked", "input": "q (1, 2, 8) with <b>a mask</b>",
+               "tests": ["1.1"], "source": "returned", "rows": "queries", "columns": "keys",
+               "caption": "Blocked cells (·) still get weight.", "truncated": False,
+               "panels": [{"head": None, "student": [[0.5, 0.5], [0.2, None]],
+                           "expected": [[1.0, 0.0], [0.2, 0.8]],
+                           "blocked": [[False, True], [False, False]]}]}
+    diagnosis = {"code": "mask-ignored", "message": "m", "hint": "h", "tests": ["1.1"],
+                 "attention_map": picture}
+    held = {**diagnosis, "code": "mask-inverted", "tests": ["1.2"],
+            "attention_map": {**picture, "tests": ["1.2"]}}
+    submission = graded(site, "student", document(
+        check("1.1", "masked", False, tags=["mask-ignored"]),
+        check("1.2", "hidden one", False, visibility="hidden", tags=["mask-inverted"]),
+        diagnoses=[diagnosis, held]))
+    log_in(client, "student")
+    page = client.get(f"/submissions/{submission}/result")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 200
+    assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="heatmap"') == 2
+    assert "<b>a mask</b>" not in html and "&lt;b&gt;a mask&lt;/b&gt;" in html
+    assert "0.50 / 0.00 · ≠" in html          # the table: yours / expected, blocked, differs
+    assert 'id="map-mask-inverted"' not in html  # its check is not released to the student

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from service.admin import ServiceNotFound, find_service, read_settings_file
+from service.cli.database import ServiceNotFound, find_service, read_settings_file
 from tests.servicekit import REPO
 
 NOT_FOUND = "no service configuration found"

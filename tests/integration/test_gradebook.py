@@ -358,7 +358,7 @@ def test_impossible_deadlines_are_refused_everywhere(client: FlaskClient, factor
 
 def test_the_cli_and_the_page_agree_on_the_maximum() -> None:
     """The CLI printed 7.5 / 9.5 where the page and the statement say 10."""
-    from service.client import print_outcome
+    from service.cli.client import print_outcome
     from service.visibility import student_view
 
     document = _document(7.5)

@@ -18,9 +18,9 @@ from sandbox import SandboxUnavailable, create_backend
 from service import db
 from service.accounts import create_user
 from service.grading import (
-    Grader,
     GradingInterrupted,
     GradingPolicy,
+    SubmissionGrading,
     claim,
     reap,
     store_result,
@@ -28,7 +28,7 @@ from service.grading import (
 from service.instructor import export_scores_csv, gradescope_results, regrade
 from service.models import CourseAssignment, Result, Submission, SubmissionStatus, User, utcnow
 from service.submissions import RateLimit, submission_json, submit
-from service.tasks import current_grader
+from service.tasks import current_grading
 from service.visibility import student_view
 from tests.servicekit import Factory, corpus
 
@@ -52,7 +52,7 @@ def _results(submission_id: int) -> int:
 
 def test_graded_once_even_when_delivered_twice(pg_app: Flask, pg_factory: Factory) -> None:
     submission = _submit(pg_factory)
-    grader = current_grader()
+    grader = current_grading()
     assert grader.grade(db.session(), submission.id) == "graded"
     assert grader.grade(db.session(), submission.id) == "skipped"
     db.session().expire_all()
@@ -131,7 +131,7 @@ def test_failures_on_the_submission_use_attempts(pg_app: Flask, pg_factory: Fact
         def grade(self, *args: object, **kwargs: object) -> dict[str, object]:
             raise ZeroDivisionError("a grader bug on these outputs")
 
-    grader = Grader(pipeline=lambda: Broken(), policy=POLICY)  # type: ignore[arg-type,return-value]
+    grader = SubmissionGrading(pipeline=lambda: Broken(), policy=POLICY)  # type: ignore[arg-type,return-value]
     assert [grader.grade(db.session(), submission.id) for _ in range(4)] == [
         "released", "released", "released", "skipped"]
     db.session().expire_all()
@@ -160,7 +160,7 @@ def test_no_sandbox_waits_without_using_attempts(pg_app: Flask, pg_factory: Fact
                 raise SandboxUnavailable("no Docker engine answers")
             return real.grade(*args, **kwargs)  # type: ignore[arg-type]
 
-    grader = Grader(pipeline=lambda: Flaky(), policy=POLICY)  # type: ignore[arg-type,return-value]
+    grader = SubmissionGrading(pipeline=lambda: Flaky(), policy=POLICY)  # type: ignore[arg-type,return-value]
     outcomes = [grader.grade(db.session(), submission.id) for _ in range(6)]
     assert outcomes == [f"interrupted:{n}" for n in range(1, 7)]
     db.session().expire_all()
@@ -186,7 +186,7 @@ def test_a_backend_that_fails_to_start_is_the_sandbox_unavailable(
     def failing_start() -> GradingPipeline:
         raise RuntimeError("409 Client Error: removal of container is already in progress")
 
-    grader = Grader(pipeline=failing_start, policy=POLICY)
+    grader = SubmissionGrading(pipeline=failing_start, policy=POLICY)
     assert grader.grade(db.session(), submission.id) == "interrupted:1"
 
 
@@ -207,7 +207,7 @@ def test_a_lost_database_connection_is_retried_with_the_claim(
                                                       "the connection unexpectedly"))
             return real.grade(*args, **kwargs)  # type: ignore[arg-type]
 
-    grader = Grader(pipeline=lambda: Dropping(), policy=POLICY)  # type: ignore[arg-type,return-value]
+    grader = SubmissionGrading(pipeline=lambda: Dropping(), policy=POLICY)  # type: ignore[arg-type,return-value]
     with pytest.raises(GradingInterrupted) as interrupted:
         grader.grade(db.session(), submission.id)
     assert interrupted.value.token is not None
@@ -237,7 +237,7 @@ def test_reaper_resends_queued_submissions_whose_message_was_lost(
 
 def test_regrade_is_a_new_round_with_its_own_result(pg_app: Flask, pg_factory: Factory) -> None:
     submission = _submit(pg_factory)
-    grader = current_grader()
+    grader = current_grading()
     grader.grade(db.session(), submission.id)
     db.session().refresh(submission)
     sent: list[int] = []
@@ -252,7 +252,7 @@ def test_regrade_is_a_new_round_with_its_own_result(pg_app: Flask, pg_factory: F
 
 def test_exports(pg_app: Flask, pg_factory: Factory) -> None:
     submission = _submit(pg_factory)
-    current_grader().grade(db.session(), submission.id)
+    current_grading().grade(db.session(), submission.id)
     db.session().expire_all()
     graded = db.session().get(Submission, submission.id)
     assert graded is not None
@@ -303,7 +303,7 @@ def test_unreleased_checks_reveal_nothing(hidden_status: str) -> None:
 def test_students_get_the_filtered_view_instructors_the_whole(pg_app: Flask,
                                                              pg_factory: Factory) -> None:
     submission = _submit(pg_factory)
-    current_grader().grade(db.session(), submission.id)
+    current_grading().grade(db.session(), submission.id)
     db.session().expire_all()
     graded = db.session().get(Submission, submission.id)
     assert graded is not None
@@ -324,7 +324,7 @@ def test_students_get_the_filtered_view_instructors_the_whole(pg_app: Flask,
 @pytest.mark.slow
 def test_a_real_submission_gets_its_code(pg_app: Flask, pg_factory: Factory) -> None:
     submission = _submit(pg_factory, dict([corpus("attention", "softmax_dim_minus2.py")]))
-    grader = current_grader()
+    grader = current_grading()
     grader._pipeline = GradingPipeline(backend=create_backend("local"))
     assert grader.grade(db.session(), submission.id) == "graded"
     db.session().expire_all()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -189,6 +190,45 @@ def test_a_memory_bomb_is_reported_as_memory_limit(docker_backend: DockerBackend
     source = "import torch\nhog = torch.ones(1 << 28)  # 1 GiB, touched\n"
     result = docker_backend.run(make_job(source), Limits(memory_bytes=256 << 20))
     assert result.termination is Termination.MEMORY_LIMIT
+
+
+# Children of their own address space each stay under the runner's rlimit, together over the
+# container's memory: gVisor's whole sandbox is then killed, and the engine forgets the exec.
+FORKED_HOGS = """
+import os
+for _ in range(6):
+    if os.fork() == 0:
+        hog = bytearray(150 << 20)
+        for i in range(0, len(hog), 4096):
+            hog[i] = 1
+        os._exit(0)
+for _ in range(6):
+    os.wait()
+"""
+
+
+def test_a_sandbox_killed_at_its_memory_limit_is_reported_as_memory_limit(
+    gvisor_backend: DockerBackend,
+) -> None:
+    result = gvisor_backend.run(make_job(FORKED_HOGS), Limits(memory_bytes=512 << 20))
+    assert result.termination is Termination.MEMORY_LIMIT, result.detail
+
+
+def test_a_container_killed_by_someone_else_is_not_the_students_doing(
+    docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    spec = ContainerSpec(image=DockerSettings().image, owner=owner_id(), workdir=tmp_path)
+    sandbox = SandboxContainer(docker_client, spec, Limits(), label="test",
+                               lifetime_seconds=120)
+    try:
+        wait_until_ready(sandbox, 120)
+        killer = threading.Timer(2.0, sandbox.container.kill)
+        killer.start()
+        with pytest.raises(RuntimeError, match="ended under the runner"):
+            sandbox.run(make_job("while True:\n    pass\n"))
+        killer.join()
+    finally:
+        sandbox.destroy()
 
 
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])

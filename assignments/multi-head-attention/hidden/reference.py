@@ -197,6 +197,7 @@ class ManualMultiHeadAttention(nn.Module):
             weights = weights.masked_fill(~allowed, float("-inf"))
         if key_padding_mask is not None and "padding-after-softmax" in m:
             weights = weights * key_padding_mask[:, None, None, :]
+        self._weights_seen(weights, allowed)
         training = self.training or "dropout-in-eval" in m
         weights = F.dropout(weights, p=self.dropout, training=training)
         heads = weights @ v
@@ -206,6 +207,10 @@ class ManualMultiHeadAttention(nn.Module):
             merged = heads.transpose(1, 2).reshape(batch, t_q, self.d_model)
         output = merged if "missing-out-proj" in m else self.out_proj(merged)
         return output.float() if "dtype-changed" in m else output
+
+    def _weights_seen(self, weights: torch.Tensor, allowed: torch.Tensor | None) -> None:
+        """Called with each forward's (B, H, Tq, Tk) weights and mask, before dropout: the
+        grader's attention maps override it to draw them; a no-op otherwise."""
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         batch, t, _ = x.shape

@@ -16,8 +16,12 @@
     let last = null;
     async function tick() {
       let body;
+      // After the first answer each request is a long poll: the server answers the moment the
+      // status changes (or after 20 s, or at once when busy: then wait a second before asking).
+      const asked = Date.now();
+      const query = last ? "?wait=20&since=" + encodeURIComponent(last) : "";
       try {
-        const response = await fetch(url, {headers: {"Accept": "application/json"}, credentials: "same-origin"});
+        const response = await fetch(url + query, {headers: {"Accept": "application/json"}, credentials: "same-origin"});
         if (!response.ok) throw new Error(response.status);
         body = await response.json();
       } catch (error) {
@@ -25,7 +29,8 @@
         setTimeout(tick, 3000);
         return;
       }
-      if (body.status !== last) {
+      const unchanged = body.status === last;
+      if (!unchanged) {
         statusText.replaceChildren(badge(body.status));
         last = body.status;
       }
@@ -33,7 +38,7 @@
         hint.textContent = body.waiting_for_sandbox
           ? "waiting for a grading machine (the sandbox is unavailable; it will be graded by itself, using none of your attempts)…"
           : body.status === "queued" ? "waiting for a grader…" : "being graded…";
-        setTimeout(tick, 1000);
+        setTimeout(tick, unchanged && Date.now() - asked < 1000 ? 1000 : 0);
         return;
       }
       // The result part is rendered (and escaped) by the server; swap it in.

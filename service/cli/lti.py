@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from service.cli.common import add_parser
 
-def add_lti_commands(admin: Any) -> None:
-    lti = admin.add_parser("lti", help="LTI 1.3: LMS platforms and the tool's keys")
+
+def register(admin: Any) -> None:
+    lti = add_parser(admin, "lti", "LTI 1.3: LMS platforms and the tool's keys")
     actions = lti.add_subparsers(required=True, metavar="ACTION")
 
-    register = actions.add_parser(
-        "register-platform", help="register an LMS (or update it and add deployments)")
+    register = add_parser(actions, "register-platform",
+                          "register an LMS (or update it and add deployments)")
     register.add_argument("--issuer", required=True, help="the platform's iss")
     register.add_argument("--client-id", required=True, help="the client id it gave the tool")
     register.add_argument("--deployment", action="append", required=True, dest="deployments",
@@ -21,22 +23,22 @@ def add_lti_commands(admin: Any) -> None:
     register.add_argument("--jwks-url", required=True, help="its public keyset URL")
     register.add_argument("--token-audience", help="aud of our token requests, when the "
                                                    "platform wants other than the token URL")
-    register.add_argument("--name", default="")
+    register.add_argument("--name", default="", help="the platform's name on pages")
     register.add_argument("--course", help="map every LMS course to this course code "
                                            "(default: a course per LMS course)")
     register.set_defaults(handler=_register)
 
-    listing = actions.add_parser("list", help="platforms, deployments, the tool's URLs, keys")
+    listing = add_parser(actions, "list", "platforms, deployments, the tool's URLs, keys")
     listing.add_argument("--url", help="the tool's public base URL (default: "
                                        "AUTOGRADE_LTI_TOOL_URL)")
     listing.set_defaults(handler=_list)
 
-    rotate = actions.add_parser("rotate-key", help="retire the signing key and make a new one")
+    rotate = add_parser(actions, "rotate-key", "retire the signing key and make a new one")
     rotate.set_defaults(handler=_rotate)
 
 
 def _register(args: argparse.Namespace) -> int:
-    from service.cli_service import _with_session
+    from service.cli.database import with_session
     from service.lti.platforms import Registration, register_platform
 
     def run(session: Any) -> None:
@@ -49,13 +51,13 @@ def _register(args: argparse.Namespace) -> int:
         print(f"Platform {platform.id}: {platform.issuer} (client {platform.client_id}); "
               f"deployments: {deployments}.")
 
-    return _with_session(run)
+    return with_session(run)
 
 
 def _list(args: argparse.Namespace) -> int:
     from flask import current_app
 
-    from service.cli_service import _with_session
+    from service.cli.database import with_session
     from service.lti.keys import published_keys
     from service.lti.platforms import list_platforms, tool_urls
 
@@ -77,11 +79,11 @@ def _list(args: argparse.Namespace) -> int:
             state = f"retired {key.retired_at:%Y-%m-%d}" if key.retired_at else "active"
             print(f"key {key.kid}  {state}")
 
-    return _with_session(run)
+    return with_session(run)
 
 
 def _rotate(args: argparse.Namespace) -> int:
-    from service.cli_service import _with_session
+    from service.cli.database import with_session
     from service.lti.keys import rotate_key
 
     def run(session: Any) -> None:
@@ -89,4 +91,4 @@ def _rotate(args: argparse.Namespace) -> int:
         print(f"New signing key {key.kid}; the retired one stays in the JWKS for "
               "AUTOGRADE_LTI_RETIRED_KEY_DAYS days.")
 
-    return _with_session(run)
+    return with_session(run)

@@ -1,11 +1,15 @@
-"""The embedded default: SQLite, a kombu queue on SQLite, a real worker, demo users; one command.
+"""Running a service: ``serve`` (gunicorn), ``worker`` and ``beat`` (Celery), and
+``run-embedded``, the embedded default in one command.
 
-Set ``AUTOGRADE_DATABASE_URL`` and ``AUTOGRADE_BROKER_URL`` to run the same on PostgreSQL and
-Redis. The web server and the worker (with beat inside it) run as child processes.
+The embedded default is SQLite, a kombu queue on SQLite, a real worker and demo users; set
+``AUTOGRADE_DATABASE_URL`` and ``AUTOGRADE_BROKER_URL`` to run the same on PostgreSQL and
+Redis. Its web server and worker (with beat inside it) run as child processes. This module's
+top imports stay light: the service's are made by ``run-embedded`` when it starts.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -13,28 +17,90 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import requests
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from service.cli.common import Commands
 
-from sandbox.selection import choose_backend
-from service import db
-from service.admin import app_session, create_user, enrol
-from service.app import create_app
-from service.config import ENV_PREFIX, data_dir_settings
-from service.courses import course_by_code, create_course, sync_assignments
-from service.errors import NotFound
-from service.instructor import update_settings
-from service.models import Course, CourseAssignment
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from service.models import Course
 
 DEMO_COURSE = "demo"
 DEMO_USERS = (("instructor", "instructor"), ("student", "student"))
 
 
+def register(commands: Commands) -> None:
+    serve = commands.add("admin", "serve", "run the web server (gunicorn)")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    serve.add_argument("--port", type=int, default=8000, help="the port to listen on")
+    serve.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
+    serve.set_defaults(handler=_serve)
+
+    worker = commands.add("admin", "worker", "run a Celery grading worker")
+    worker.add_argument("--concurrency", type=int, default=1,
+                        help="submissions graded at once")
+    worker.add_argument("--beat", action="store_true", help="also run the reaper schedule "
+                                                            "(one such process at most)")
+    worker.add_argument("--schedule", default="celerybeat-schedule",
+                        help="beat's schedule file")
+    worker.add_argument("--loglevel", default="INFO", help="Celery's log level")
+    worker.set_defaults(handler=_worker)
+
+    beat = commands.add("admin", "beat", "run Celery beat (the stuck-submission reaper)")
+    beat.add_argument("--schedule", default="celerybeat-schedule", help="beat's schedule file")
+    beat.add_argument("--loglevel", default="INFO", help="Celery's log level")
+    beat.set_defaults(handler=_beat)
+
+    embedded = commands.add(
+        "admin", "run-embedded", "start everything here: SQLite, an embedded queue, a worker, "
+                                 "demo users")
+    embedded.add_argument("--data-dir", type=Path, default=Path(".autograde"),
+                          help="where the database, the queue and the demo passwords are kept")
+    embedded.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    embedded.add_argument("--port", type=int, default=8000, help="the port to listen on")
+    embedded.add_argument("--concurrency", type=int, default=1,
+                          help="submissions graded at once")
+    embedded.set_defaults(handler=_embedded)
+
+
+def _exec(argv: list[str]) -> int:
+    sys.stdout.flush()
+    os.execv(argv[0], argv)
+    return 0  # not reached
+
+
+def _serve(args: argparse.Namespace) -> int:
+    return _exec([sys.executable, "-m", "gunicorn", "--bind", f"{args.host}:{args.port}",
+                  "--workers", str(args.workers), "--threads", "4", "--timeout", "60",
+                  "--access-logfile", "-", "service.app:create_app()"])
+
+
+def _worker(args: argparse.Namespace) -> int:
+    argv = [sys.executable, "-m", "celery", "-A", "service.worker", "worker",
+            "--loglevel", args.loglevel, "--concurrency", str(args.concurrency),
+            "--pool", "prefork", "--without-gossip", "--without-mingle",
+            "-Q", os.environ.get("AUTOGRADE_QUEUE", "grading")]
+    if args.beat:
+        argv += ["--beat", "--schedule", args.schedule]
+    return _exec(argv)
+
+
+def _beat(args: argparse.Namespace) -> int:
+    return _exec([sys.executable, "-m", "celery", "-A", "service.worker", "beat",
+                  "--loglevel", args.loglevel, "--schedule", args.schedule])
+
+
+def _embedded(args: argparse.Namespace) -> int:
+    return run(data_dir=args.data_dir, host=args.host, port=args.port,
+               concurrency=args.concurrency)
+
+
 def embedded_environment(data_dir: Path, environ: dict[str, str]) -> dict[str, str]:
     """The environment of the child processes: embedded defaults unless already set."""
+    from sandbox.selection import choose_backend
+    from service.config import ENV_PREFIX, data_dir_settings
+
     env = dict(environ)
     for name, value in data_dir_settings(data_dir).items():
         env.setdefault(f"{ENV_PREFIX}_{name}", value)
@@ -45,6 +111,12 @@ def embedded_environment(data_dir: Path, environ: dict[str, str]) -> dict[str, s
 
 def prepare(data_dir: Path, env: dict[str, str]) -> dict[str, str]:
     """Migrate, sync assignments into the demo course, create demo users; their passwords."""
+    from service import db
+    from service.app import create_app
+    from service.cli.database import app_session, create_user, enrol
+    from service.courses import course_by_code, create_course, sync_assignments
+    from service.errors import NotFound
+
     db.upgrade(env["AUTOGRADE_DATABASE_URL"])
     app = create_app({"DATABASE_URL": env["AUTOGRADE_DATABASE_URL"],
                       "BROKER_URL": env["AUTOGRADE_BROKER_URL"]})
@@ -75,6 +147,11 @@ def prepare(data_dir: Path, env: dict[str, str]) -> dict[str, str]:
 def release_demo_results(session: Session, course: Course) -> None:
     """The demo has no deadline, so checks shown "after the due date" would never be shown:
     its results are released, so a student sees every check and a final score at once."""
+    from sqlalchemy import select
+
+    from service.instructor import update_settings
+    from service.models import CourseAssignment
+
     for assignment in session.scalars(select(CourseAssignment).where(
             CourseAssignment.course_id == course.id)):
         update_settings(session, assignment, {"results_published": True})
@@ -119,6 +196,8 @@ def _spawn(argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
 
 
 def _wait_until_up(url: str, children: list[subprocess.Popen[bytes]]) -> None:
+    import requests
+
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if any(child.poll() is not None for child in children):

@@ -1,4 +1,5 @@
-"""Administration from the command line, straight on the database (config from AUTOGRADE_*).
+"""The admin commands' work on a service's database: which service, whether its database is
+there, a session on it, and the changes they make.
 
 An admin command first finds the service it administers (``find_service``): a settings file,
 an embedded installation's folder, the ``AUTOGRADE_*`` environment, or the ``.autograde`` folder
@@ -10,7 +11,7 @@ it was told to.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from service import accounts, courses, db
 from service.config import DEFAULTS, ENV_PREFIX, data_dir_settings, load_config
-from service.errors import NotFound
+from service.errors import NotFound, ServiceError
 from service.models import (
     CourseAssignment,
     CourseRole,
@@ -166,6 +167,21 @@ def app_session(app: Flask) -> Iterator[Session]:
         except BaseException:
             session.rollback()
             raise
+
+
+def with_session(function: Callable[[Session], None]) -> int:
+    """Run ``function(session)`` in the service's app, committed; a refusal as one line."""
+    from service.app import create_app
+    from service.cli.common import fail
+
+    try:
+        with app_session(create_app()) as session:
+            function(session)
+    except ServiceError as exc:
+        return fail(exc.detail)
+    except SQLAlchemyError as exc:
+        return fail(f"the database refused this ({type(exc).__name__}): {error_summary(exc)}")
+    return 0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,129 @@
+"""Commands that grade on this machine, without a service: ``grade`` and ``check``.
+
+Only their handlers import the grading pipeline (and torch with it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from service.cli.authoring import add_authoring_commands
+from service.cli.common import Commands, add_parser, fail
+from service.terminal import terminal_safe
+
+SANDBOX_FAILED = 3
+
+
+def register(commands: Commands) -> None:
+    grade = commands.add(
+        "local", "grade", "grade a submission's files here, or a folder of submissions",
+        description="Grade one submission's files and print the report; or, given a folder, "
+                    "grade each .py file in it and each subfolder (its .py files) as one "
+                    "submission, in parallel through one warm sandbox pool, and print a "
+                    "summary table.")
+    grade.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                       help="the submission's files, or one folder of submissions")
+    grade.add_argument("--assignment", required=True, metavar="SLUG",
+                       help="the assignment (`autograde assignments list` lists them)")
+    grade.add_argument("--json", action="store_true", help="print only the results document")
+    grade.add_argument("--backend", choices=["auto", "local", "docker"], default="auto",
+                       help="the sandbox: docker when an engine answers (auto), or local")
+    grade.add_argument("--seed", type=int, metavar="N",
+                       help="grade with this seed, as a recorded grading did (default: a new "
+                            "one each)")
+    grade.add_argument("--jobs", type=int, metavar="N",
+                       help="a folder: submissions graded at once (default: one per core)")
+    grade.add_argument("--out", type=Path, metavar="DIR",
+                       help="a folder: write each submission's results document there, with "
+                            "summary.json")
+    grade.add_argument("--no-plots", dest="plots", action="store_false",
+                       help="leave the attention maps out of the report")
+    grade.set_defaults(handler=_grade)
+
+    actions = commands.assignment_actions
+    listing = add_parser(actions, "list", "the assignments this installation ships")
+    listing.set_defaults(handler=lambda args: list_local())
+    check = add_parser(actions, "check",
+                       "prove an assignment sound: the table of its mistakes' coverage")
+    check.add_argument("slug", metavar="SLUG", help="the assignment")
+    check.add_argument("--seed", type=int, default=0, metavar="N", help="the seed to check with")
+    check.set_defaults(handler=_check)
+    add_authoring_commands(actions)
+    commands.listed["local"].append(
+        ("assignments ACTION", "list, check, new, mutants: this installation's assignments"))
+
+
+def _grade(args: argparse.Namespace) -> int:
+    folders = [path for path in args.files if path.is_dir()]
+    if folders:
+        if len(args.files) > 1:
+            return fail("a folder is graded alone: give one folder, or one submission's files")
+        if args.jobs is not None and args.jobs < 1:
+            return fail("--jobs is at least 1")
+        from service.cli.batch import run
+
+        return run(folder=folders[0], slug=args.assignment, backend_name=args.backend,
+                   jobs=args.jobs, seed=args.seed, out=args.out, as_json=args.json)
+    if args.jobs is not None or args.out is not None:
+        return fail("--jobs and --out are for grading a folder")
+    return _grade_one(args)
+
+
+def _grade_one(args: argparse.Namespace) -> int:
+    from assignments.loader import load_assignment
+    from grader.pipeline import GradingPipeline
+    from grader.report import render_report
+    from sandbox import SandboxUnavailable, create_backend
+    from sandbox.selection import choose_backend
+
+    assignment = load_assignment(args.assignment)
+    files: dict[str, bytes] = {}
+    for path in args.files:
+        try:
+            files[path.name] = path.read_bytes()
+        except OSError as exc:
+            return fail(f"cannot read {path}: {exc.strerror}")
+    name = args.backend if args.backend != "auto" else choose_backend(warn=sys.stderr)
+    try:
+        backend = create_backend(name, warm=False)
+    except SandboxUnavailable as exc:
+        print(f"autograde: the {name} sandbox cannot run here: {exc}", file=sys.stderr)
+        return SANDBOX_FAILED
+    try:
+        document = GradingPipeline(backend=backend).grade(assignment, files, seed=args.seed)
+    except SandboxUnavailable as exc:
+        print(f"autograde: the sandbox failed, nothing was graded: {exc}", file=sys.stderr)
+        return SANDBOX_FAILED
+    finally:
+        backend.close()
+    if args.json:
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(terminal_safe(f"{assignment.title} — {', '.join(str(p) for p in args.files)}\n"))
+        print(terminal_safe(render_report(document, plots=args.plots)))
+    return 0
+
+
+def list_local() -> int:
+    """The assignments this installation ships (``autograde assignments list``)."""
+    from assignments.loader import load_assignment
+    from assignments.spec import list_assignments
+
+    for slug in list_assignments():
+        assignment = load_assignment(slug)
+        print(f"{slug:<24} {assignment.title}  ({len(assignment.checks)} checks, "
+              f"{assignment.max_score:g} points, {len(assignment.mistakes)} known mistakes)")
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from assignments.loader import load_assignment
+    from grader.authoring import coverage_report
+
+    report = coverage_report(load_assignment(args.slug), seed=args.seed)
+    print(report.render())
+    return 0 if report.sound else 1

@@ -1,0 +1,85 @@
+"""`autograde assignments new` writes a package that `assignments check` proves sound, found
+through AUTOGRADE_ASSIGNMENTS_DIR; `check` explains a broken package in the author's terms."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from assignments.loader import load_assignment
+from assignments.spec import AssignmentError, list_assignments
+from grader.authoring import coverage_report
+from service.cli import main
+
+
+@pytest.fixture
+def course(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("AUTOGRADE_ASSIGNMENTS_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_new_then_check_is_sound(course: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["assignments", "new", "week-one"]) == 0
+    assert (course / "week-one" / "hidden" / "reference.py").is_file()
+    assert "week-one" in list_assignments()
+    assert main(["assignments", "check", "week-one"]) == 0
+    out = capsys.readouterr().out
+    assert "sound" in out and "NOT sound" not in out
+    assert load_assignment("week-one").entry == "week_one.py"
+
+
+def test_public_tests_pass_on_a_correct_solution(course: Path) -> None:
+    assert main(["assignments", "new", "week-one"]) == 0
+    package = course / "week-one"
+    solution = (package / "starter" / "week_one.py").read_text().replace(
+        "raise NotImplementedError",
+        "return q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5")
+    (course / "week_one.py").write_text(solution)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+               str(package / "public_tests")]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=course,
+                          env={**os.environ, "SUBMISSION": str(course / "week_one.py")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    starter = subprocess.run(command, capture_output=True, text=True, cwd=course)
+    assert starter.returncode == 1  # the starter raises NotImplementedError
+
+
+def test_new_refuses_bad_or_taken_slugs(course: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["assignments", "new", "../escape"]) == 2
+    assert "bad slug" in capsys.readouterr().err
+    assert main(["assignments", "new", "attention"]) == 2
+    assert "exists already" in capsys.readouterr().err
+    assert not list(course.iterdir())
+
+
+def test_new_without_a_course_folder_is_a_clear_error(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("AUTOGRADE_ASSIGNMENTS_DIR", raising=False)
+    assert main(["assignments", "new", "week-one"]) == 2
+    assert "AUTOGRADE_ASSIGNMENTS_DIR" in capsys.readouterr().err
+
+
+def test_check_explains_a_mistake_that_changes_nothing(course: Path) -> None:
+    assert main(["assignments", "new", "week-one"]) == 0
+    reference = course / "week-one" / "hidden" / "reference.py"
+    reference.write_text(reference.read_text().replace("scale = 1.0\n    elif", "pass\n    elif"))
+    report = coverage_report(load_assignment("week-one"), seed=0)
+    assert not report.sound
+    text = report.render()
+    assert "mistake missing-scale scores full marks" in text
+    assert "not recognised: missing-scale" in text  # in its pairs
+    assert "check 1.3 (output dtype equals input dtype) lost points" in text
+
+
+def test_an_unknown_feedback_code_is_named(course: Path) -> None:
+    assert main(["assignments", "new", "week-one"]) == 0
+    reference = course / "week-one" / "hidden" / "reference.py"
+    reference.write_text(reference.read_text().replace('"wrong-scale", "scores divided',
+                                                       '"scale-by-d", "scores divided'))
+    with pytest.raises(AssignmentError, match="'scale-by-d', which is not a feedback code"):
+        load_assignment("week-one")

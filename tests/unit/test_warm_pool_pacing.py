@@ -1,0 +1,99 @@
+"""The warm pool's readiness checks: seldom while a refill is nobody's wait (each is a round trip
+through the engine), at once and often when a run waits for the container."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, cast
+
+from sandbox.base import Limits
+from sandbox.docker_pool import IDLE_READY_POLL_SECONDS, WarmPool
+from sandbox.docker_sandbox import SandboxContainer
+
+
+class FakeContainer:
+    """Becomes ready once ``ready`` is set; counts how often it was asked."""
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self.checks = 0
+        self.name = "fake"
+        self.deadline = time.time() + 3600
+        self.output = type("Output", (), {"closed": threading.Event()})()
+
+    def is_ready(self) -> bool:
+        self.checks += 1
+        return self.ready.is_set()
+
+
+def _pool(container: FakeContainer, starter: ThreadPoolExecutor) -> WarmPool:
+    return WarmPool(lambda: cast(SandboxContainer, container), size=1, limits=Limits(),
+                    starter=starter, discard=lambda _sandbox: None)
+
+
+def test_a_refill_nobody_waits_for_is_checked_seldom() -> None:
+    container = FakeContainer()
+    with ThreadPoolExecutor(1) as starter:
+        pool = _pool(container, starter)
+        pool.fill()
+        time.sleep(2.5 * IDLE_READY_POLL_SECONDS)
+        # At the busy pace (every 0.05 s) this would be about 50 checks.
+        assert container.checks <= 5
+        container.ready.set()
+        assert pool.wait_until_full(10 * IDLE_READY_POLL_SECONDS)
+        pool.close()
+
+
+def test_a_run_waiting_for_a_starting_container_gets_it_once_ready() -> None:
+    container = FakeContainer()
+    with ThreadPoolExecutor(1) as starter:
+        pool = _pool(container, starter)
+        pool.fill()
+        taken: list[Any] = []
+        taker = threading.Thread(target=lambda: taken.append(pool.take(Limits())))
+        taker.start()
+        time.sleep(0.3)
+        before = container.checks
+        time.sleep(1.0)
+        # About 20 at the busy pace; at most one at the idle pace.
+        assert container.checks - before >= 3
+        container.ready.set()
+        taker.join(10)
+        assert taken == [container]
+        pool.close()
+
+
+def test_the_worker_keeps_one_warm_container_per_core(monkeypatch: Any) -> None:
+    from service.tasks import share_warm_pool
+
+    monkeypatch.delenv("AUTOGRADE_DOCKER_POOL_SIZE", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 4)
+    share_warm_pool(options={"concurrency": 2})
+    assert os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] == "2"
+    monkeypatch.setenv("AUTOGRADE_DOCKER_POOL_SIZE", "3")
+    share_warm_pool(options={"concurrency": 8})
+    assert os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] == "3"  # an explicit setting stands
+    monkeypatch.delenv("AUTOGRADE_DOCKER_POOL_SIZE")
+    share_warm_pool(options={"concurrency": 8})
+    assert os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] == "1"
+
+
+def test_runs_waiting_together_do_not_wake_each_other_in_a_loop() -> None:
+    container = FakeContainer()
+    with ThreadPoolExecutor(1) as starter:
+        pool = _pool(container, starter)
+        pool.fill()
+        takers = [threading.Thread(target=pool.take, args=(Limits(),)) for _ in range(2)]
+        for taker in takers:
+            taker.start()
+        time.sleep(0.2)
+        cpu = time.process_time()
+        time.sleep(1.0)
+        assert time.process_time() - cpu < 0.5  # a wake-up loop between them burns a core
+        pool.close()
+        container.ready.set()
+        for taker in takers:
+            taker.join(10)
