@@ -7,8 +7,8 @@ needs comes from the call and the plan's inputs: data, held-out inputs and initi
 drawn by the grader from the grading seed; the held-out answers never come here.
 
 It returns data only, as one tuple of plain tensors: the loss before each step followed by the
-final loss on the whole training set (float64), the argmax predictions on the held-out inputs
-at every position (int64), and the final weights flattened in the call's order (float32).
+final loss on the whole training set (float64), the next-token logits on the held-out inputs
+at every position (float32), and the final weights flattened in the call's order (float32).
 
 Only the standard library and torch may be imported here (it runs next to student code).
 """
@@ -125,15 +125,16 @@ def training_loss(model: nn.Module, tokens: torch.Tensor, first: int) -> torch.T
     return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def predictions(model: nn.Module, held_out: torch.Tensor) -> torch.Tensor:
+def held_out_logits(model: nn.Module, held_out: torch.Tensor) -> torch.Tensor:
+    """The model's next-token logits at every position of the held-out inputs (float32)."""
     with torch.no_grad():
-        chosen: torch.Tensor = model(held_out).argmax(dim=-1)
-    return chosen
+        logits: torch.Tensor = model(held_out).float()
+    return logits
 
 
 def train(namespace: Mapping[str, Any], call: Mapping[str, Any],
           inputs: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Train the call's model with the namespace's attention; (curve, predictions, weights)."""
+    """Train the call's model with the namespace's attention; (curve, logits, weights)."""
     spec = call["learn"]
     names = list(spec["weights"])
     model = build_model(namespace, call)
@@ -153,5 +154,5 @@ def train(namespace: Mapping[str, Any], call: Mapping[str, Any],
     model.eval()
     with torch.no_grad():
         curve.append(float(training_loss(model, data, first)))
-    return (torch.tensor(curve, dtype=torch.float64), predictions(model, held_out),
+    return (torch.tensor(curve, dtype=torch.float64), held_out_logits(model, held_out),
             flat_weights(model, names))

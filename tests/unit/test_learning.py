@@ -16,6 +16,7 @@ from grader.in_process import run_in_process
 from grader.learning import TrainingEvidence
 from grader.outcomes import CallOutcome
 from grader.pipeline import judge_outcomes, use_one_thread
+from sandbox import training
 
 CORRECT = TrainingEvidence(curve=(2.1, 1.0, 0.01), reference_curve=(2.1, 0.9, 0.01),
                            accuracy=1.0, reference_accuracy=1.0, chance=0.125, agreement=1.0,
@@ -40,13 +41,18 @@ def test_a_loss_that_does_not_fall_learns_nothing() -> None:
 
 
 def test_accurate_predictions_that_the_weights_do_not_give_fail() -> None:
-    forged = dataclasses.replace(CORRECT, agreement=0.5)
+    forged = dataclasses.replace(CORRECT, agreement=0.5, logits_match=False)
     assert not forged.passed
     assert "does not compute what it trained" in str(forged.observation())
 
 
-def test_a_reported_loss_that_is_not_the_weights_loss_fails() -> None:
-    assert not dataclasses.replace(CORRECT, recomputed_loss=0.5).passed
+def test_the_reported_loss_is_never_judged_only_the_recomputed_one() -> None:
+    # A curve that claims to fall to 0 on weights whose loss stays where it started.
+    forged = dataclasses.replace(CORRECT, curve=(2.1, 0.0), accuracy=0.14,
+                                 recomputed_loss=2.05, recomputed_start=2.1)
+    assert forged.learned_nothing and not forged.passed
+    # A true model's verdict does not move with what it reported.
+    assert dataclasses.replace(CORRECT, curve=(9.0, 5.0)).passed
 
 
 def test_a_diverged_training_fails() -> None:
@@ -55,11 +61,13 @@ def test_a_diverged_training_fails() -> None:
 
 
 @given(accuracy=st.floats(0, 1), agreement=st.floats(0, 1), end=st.floats(0, 3),
-       recomputed=st.floats(0, 3))
-def test_it_passes_exactly_when_there_is_nothing_to_say(accuracy: float, agreement: float,
-                                                        end: float, recomputed: float) -> None:
+       recomputed=st.floats(0, 3), match=st.booleans(), future=st.floats(0, 1))
+def test_it_passes_exactly_when_there_is_nothing_to_say(
+        accuracy: float, agreement: float, end: float, recomputed: float, match: bool,
+        future: float) -> None:
     evidence = dataclasses.replace(CORRECT, curve=(2.1, end), accuracy=accuracy,
-                                   agreement=agreement, recomputed_loss=recomputed)
+                                   agreement=agreement, recomputed_loss=recomputed,
+                                   logits_match=match, future_sensitivity=future)
     assert evidence.passed == (evidence.observation() is None)
 
 
@@ -80,7 +88,7 @@ def _learns(assignment: Assignment, plan: ProbePlan,
 
 def _with_outputs(outcome: CallOutcome, **changed: torch.Tensor) -> CallOutcome:
     forward = outcome.forwards[0]
-    outputs = dict(zip(("curve", "predictions", "weights"), forward.outputs, strict=True))
+    outputs = dict(zip(("curve", "logits", "weights"), forward.outputs, strict=True))
     outputs.update(changed)
     forward = dataclasses.replace(forward, outputs=tuple(outputs.values()))
     return dataclasses.replace(outcome, forwards=(forward,))
@@ -99,9 +107,11 @@ def test_forged_predictions_get_nothing() -> None:
     held_out = reference["training"].forwards[0].outputs[1]
     assert held_out is not None
     forged = held_out.clone()
-    forged[torch.arange(forged.shape[0]), call.meta["asked"]] = call.meta["answers"]
+    rows = torch.arange(forged.shape[0])
+    forged[rows, call.meta["asked"]] = 0.0
+    forged[rows, call.meta["asked"], call.meta["answers"]] = 30.0
     untrained = _weights_of(plan, "training.init.")
-    student = {**reference, "training": _with_outputs(reference["training"], predictions=forged,
+    student = {**reference, "training": _with_outputs(reference["training"], logits=forged,
                                                       weights=untrained)}
     passed, score, _ = _learns(assignment, plan, student)
     assert (passed, score) == (False, 0.0)
@@ -111,9 +121,18 @@ def test_a_forged_curve_gets_nothing() -> None:
     assignment, plan, reference = _graded("multi-head-attention", 0)
     curve = reference["training"].forwards[0].outputs[0]
     assert curve is not None
-    student = {**reference, "training": _with_outputs(reference["training"],
-                                                      curve=curve * 0.5)}
+    falling = torch.linspace(float(curve[0]), 0.0, curve.numel(), dtype=torch.float64)
+    # Untrained weights and the logits they really give, with a curve that claims learning.
+    untrained = _weights_of(plan, "training.init.")
+    model = training.build_model(assignment.reference(frozenset()), plan.call("training").spec)
+    training.load_weights(model, plan.call("training").spec["learn"]["weights"], flat=untrained)
+    logits = training.held_out_logits(model, plan.inputs["training.held_out"])
+    student = {**reference, "training": _with_outputs(
+        reference["training"], curve=falling, logits=logits, weights=untrained)}
     assert _learns(assignment, plan, student)[:2] == (False, 0.0)
+    # And the true outcome with a rescaled curve passes: the curve is shown, not judged.
+    rescaled = {**reference, "training": _with_outputs(reference["training"], curve=curve * 0.5)}
+    assert _learns(assignment, plan, rescaled)[:2] == (True, 1.0)
 
 
 def test_skipping_training_gets_nothing() -> None:
@@ -155,3 +174,18 @@ def test_a_leak_no_probe_explains_is_named_by_the_training() -> None:
     student = {**correct, "training": leaky["training"]}
     passed, _, codes = _learns(assignment, plan, student)
     assert not passed and codes == ["causal-leak"]
+
+
+@pytest.mark.parametrize(("slug", "mistake"), [("attention", "missing-scale"),
+                                               ("multi-head-attention", "missing-scale")])
+def test_a_missing_scale_gets_the_same_learns_verdict_on_every_seed(slug: str,
+                                                                    mistake: str) -> None:
+    # Its model learns, but its trained weights give other logits with correct attention: the
+    # host cannot vouch for the training, on any seed (a share-of-argmax threshold let it pass
+    # on some seeds and fail on others).
+    verdicts = set()
+    for seed in range(5):
+        assignment, plan, _ = _graded(slug, seed)
+        student = run_in_process(assignment.reference(frozenset({mistake})), plan)
+        verdicts.add(_learns(assignment, plan, student)[:2])
+    assert verdicts == {(False, 0.0)}
