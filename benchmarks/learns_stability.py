@@ -36,11 +36,13 @@ import torch  # noqa: E402
 from assignments import load_assignment  # noqa: E402
 from grader import learning  # noqa: E402
 from grader.in_process import run_call_in_process  # noqa: E402
+from sandbox import probe_runner  # noqa: E402
 
 CORPORA = (ROOT / "tests" / "corpus", ROOT / "tests" / "corpus-realworld")
 SLUGS = ("attention", "multi-head-attention")
 _PLANS: dict[tuple[str, int], Any] = {}
 _REFERENCE: dict[tuple[str, int], Any] = {}
+_TRAPS: dict[str, Any] = {}
 
 
 def seeds_for(name: str, count: int) -> list[int]:
@@ -79,8 +81,17 @@ def judge(task: tuple[str, str, list[int]]) -> tuple[str, str, list[tuple[int, s
         signal.alarm(30)
         try:
             plan = _plan(slug, seed)
-            namespace = runpy.run_path(path, run_name="submission")
-            outcome = run_call_in_process(namespace, plan, "training")
+            if slug not in _TRAPS:
+                _TRAPS[slug] = probe_runner._ForbiddenTrap(list(assignment.forbidden_apis))
+            trap = _TRAPS[slug]
+            with trap:
+                namespace = runpy.run_path(path, run_name="submission")
+                trap.take()
+                outcome = run_call_in_process(namespace, plan, "training")
+                reached = trap.take()
+            if reached:  # the check of a call that reached a forbidden API scores nothing
+                verdicts.append((seed, "forbidden", ""))
+                continue
             evidence = learning.assess(assignment, plan, {"training": outcome},
                                        _REFERENCE[slug, seed]).get("training")
             if evidence is None:
@@ -107,7 +118,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--only", default="")
+    parser.add_argument("--only", default="", help="comma-separated parts of file names")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args()
     tasks = []
@@ -115,7 +126,7 @@ def main() -> None:
         for slug in SLUGS:
             manifest = tomllib.loads((corpus / slug / "manifest.toml").read_text("utf-8"))
             for name in sorted(manifest["files"]):
-                if args.only and args.only not in name:
+                if args.only and not any(part in name for part in args.only.split(",")):
                     continue
                 path = corpus / slug / name
                 if path.is_file():
