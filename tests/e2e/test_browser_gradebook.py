@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from assignments.spec import load_spec
 from service.accounts import create_user
 from service.app import create_app
 from service.cli.database import app_session
@@ -32,6 +33,8 @@ from tests.servicekit import PASSWORD
 pytestmark = pytest.mark.browser
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "attention"
+MAX = load_spec("attention").max_score
+"""The assignment's maximum, which the gradebook shows every score out of."""
 DASHBOARD = f"/dashboard/courses/{COURSE}/assignments/attention"
 REGRADE_TIMEOUT_MS = 240_000
 STUDENTS = {
@@ -43,9 +46,9 @@ STUDENTS = {
 
 
 def _document(score: float) -> dict[str, Any]:
-    return {"score": score, "max_score": 10.0, "execution_time": 0.1, "output": "",
+    return {"score": score, "max_score": MAX, "execution_time": 0.1, "output": "",
             "tests": [{"name": "stored before", "number": "1", "score": score,
-                       "max_score": 10.0, "status": "failed", "output": "",
+                       "max_score": MAX, "status": "failed", "output": "",
                        "visibility": "visible", "tags": []}], "diagnoses": []}
 
 
@@ -75,7 +78,7 @@ def books(live: Live) -> dict[str, Any]:
             submission.files = [SubmissionFile(name="attention.py", sha256="0" * 64,
                                                size=len(content), content=content)]
             submission.results = [Result(round=1, score=score, final_score=score,
-                                         max_score=10.0, codes=[], document=_document(score),
+                                         max_score=MAX, codes=[], document=_document(score),
                                          attempt_token="seed")]
             session.add(submission)
             session.flush()
@@ -96,7 +99,7 @@ def test_extending_one_students_deadline_lifts_their_penalty_at_once(
     login(page, live, "prof")
     page.goto(live.path(DASHBOARD + "/gradebook"))
     assert _row(page, "gina") == {"status": "graded", "late-days": "2", "raw": "8",
-                                  "final": "4 / 10"}
+                                  "final": f"4 / {MAX:g}"}
     page.goto(live.path(DASHBOARD + "/extensions"))
     page.fill("#students", "gina")
     local = (books["due"] + timedelta(days=3)).strftime("%Y-%m-%dT%H:%M")
@@ -110,7 +113,7 @@ def test_extending_one_students_deadline_lifts_their_penalty_at_once(
 
     page.goto(live.path(DASHBOARD + "/gradebook"))
     assert _row(page, "gina") == {"status": "graded", "late-days": "0", "raw": "8",
-                                  "final": "8 / 10"}
+                                  "final": f"8 / {MAX:g}"}
     assert _row(page, "hank")["late-days"] == "0"
 
     student = browser.new_page()
@@ -118,7 +121,7 @@ def test_extending_one_students_deadline_lifts_their_penalty_at_once(
     student.goto(live.path(f"/courses/{COURSE}/assignments/attention"))
     assert "Your deadline:" in student.inner_text("#your-deadline")
     assert "extension until" in student.inner_text("#your-deadline")
-    assert student.inner_text("#counted-score") == "8 / 10"
+    assert student.inner_text("#counted-score") == f"8 / {MAX:g}"
     assert re.search(r"\d+ of \d+ submissions in the last", student.inner_text("#rate-status"))
 
 
@@ -137,18 +140,18 @@ def test_adjusting_a_score_needs_a_reason_and_leaves_an_audit_trail(
     page.wait_for_selector("#audit-trail td:has-text('mask check')")
     trail = page.inner_text("#audit-trail")
     assert "prof" in trail and "5" in trail and "6.5" in trail
-    assert "6.5 / 10" in page.inner_text("#final-score")
+    assert f"6.5 / {MAX:g}" in page.inner_text("#final-score")
     page.fill("#comment-body", "I raised your score: see the note on the mask check.")
     page.click("#comment-form button")
     page.wait_for_selector("#comments blockquote")
     screenshot(page, "instructor-adjustment")
     page.goto(live.path(DASHBOARD + "/gradebook"))
-    assert _row(page, "hank")["final"].startswith("6.5 / 10")
+    assert _row(page, "hank")["final"].startswith(f"6.5 / {MAX:g}")
 
     student = browser.new_page()
     login(student, live, "hank")
     student.goto(live.path(f"/submissions/{submission}"))
-    assert student.inner_text("#score").strip() == "6.5 / 10"
+    assert student.inner_text("#score").strip() == f"6.5 / {MAX:g}"
     assert "raised your score" in student.inner_text("#student-comments")
 
 
