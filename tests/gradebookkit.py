@@ -45,6 +45,8 @@ class SeededCourse:
     instructor_id: int
     student_ids: list[int]
     missing: int
+    max_score: float
+    """The assignment's maximum, which every page shows a score out of."""
 
 
 def _document(rng: random.Random, checks: int, maximum: float) -> tuple[float, list[str],
@@ -129,7 +131,7 @@ def seed_course(session: Session, *, students: int = 300, submissions: int = 10,
                                     new_score=round(rng.uniform(0, assignment.max_score), 1),
                                     reason="seeded adjustment", by_id=teacher.id))
     session.commit()
-    return SeededCourse(code, assignment.slug, teacher.id, user_ids, missing)
+    return SeededCourse(code, assignment.slug, teacher.id, user_ids, missing, assignment.max_score)
 
 
 def signed_in(app: Flask, user_id: int) -> FlaskClient:
