@@ -15,7 +15,6 @@ import torch
 
 from assignments import Assignment, CheckSpec, ProbePlan
 from assignments.model import Namespace
-from grader import learning
 from grader.checks import CheckContext, CheckVerdict, check_kinds, judge
 from grader.diagnosis import DiagnosisInput, Finding, diagnose, with_defining_checks
 from grader.document import RunFacts, build_document, unrunnable_document
@@ -110,11 +109,8 @@ def judge_outcomes(
     extra_findings: Sequence[Finding] = (),
 ) -> tuple[list[ScoredCheck], list[Diagnosis]]:
     """Judge validated outcomes against the reference: scored checks and diagnoses."""
-    probed = learning.without_training(plan)
-    reference = {**run_in_process(assignment.reference(frozenset()), probed),
-                 **learning.REFERENCE_TRAININGS.outcomes(assignment, plan)}
-    trained = learning.assess(assignment, plan, student, reference)
-    context = CheckContext(plan=plan, student=student, reference=reference, training=trained)
+    reference = run_in_process(assignment.reference(frozenset()), plan)
+    context = CheckContext(plan=plan, student=student, reference=reference)
     kinds = check_kinds()
     verdicts = [(check, judge(check, context, kinds)) for check in assignment.checks]
 
@@ -126,7 +122,7 @@ def judge_outcomes(
         return run_call_in_process(namespaces[mistakes], plan, call_id, backward=backward)
 
     findings = diagnose(DiagnosisInput(
-        plan=probed,
+        plan=plan,
         student=student,
         reference=reference,
         mistakes=assignment.mistakes,
@@ -136,7 +132,6 @@ def judge_outcomes(
     findings = with_defining_checks(
         [*findings, *extra_findings], plan,
         [(check.kind, verdict.failing_calls) for check, verdict in verdicts])
-    findings = learning.training_findings(findings, plan, student, trained, lost_code=lost_code)
     diagnoses = with_fallback(diagnoses_from(findings, plan, verdicts), verdicts)
     diagnoses = with_attention_maps(diagnoses, findings, plan, student, reference, verdicts,
                                     assignment.reference)

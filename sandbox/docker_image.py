@@ -22,7 +22,6 @@ IMAGE_INPUTS = {
     "Dockerfile": _SANDBOX_DIR / "image" / "Dockerfile",
     "requirements.txt": _SANDBOX_DIR / "image" / "requirements.txt",
     "probe_runner.py": _SANDBOX_DIR / "probe_runner.py",
-    "training.py": _SANDBOX_DIR / "training.py",
 }
 _HASH_CHARS = 16
 

@@ -82,7 +82,7 @@ def test_a_folder_is_graded_as_one_off_gradings_are(tmp_path: Path, attention: A
     rows = json.loads(done.stdout)
     assert [(r["submission"], r["graded"]) for r in rows] == [
         ("alice.py", True), ("bob", True), ("notes.txt", False)]
-    assert rows[0]["score"] == attention.max_score and rows[0]["codes"] == []
+    assert rows[0]["score"] == 10 and rows[0]["codes"] == []
     assert rows[1]["codes"] == ["softmax-wrong-axis"]
     assert rows[2]["error"] == "neither a .py file nor a folder"
 
