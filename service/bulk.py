@@ -14,6 +14,7 @@ import io
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from flask import Response, request, stream_with_context
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 from zipstream import ZIP_DEFLATED, ZipStream
@@ -109,3 +110,13 @@ def stream(session: Session, assignment: CourseAssignment, *,
 def archive_name(assignment: CourseAssignment, *, every_submission: bool) -> str:
     kind = "all" if every_submission else "counted"
     return f"{assignment.course.code}-{assignment.slug}-{kind}-submissions.zip"
+
+
+def archive_response(session: Session, assignment: CourseAssignment) -> Response:
+    """The dashboard's and the API's download: every counted submission (``?all=true``: every
+    submission) as one zip, streamed as the request runs."""
+    every = request.args.get("all") == "true"
+    name = archive_name(assignment, every_submission=every)
+    return Response(stream_with_context(stream(session, assignment, every_submission=every)),
+                    mimetype="application/zip",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})

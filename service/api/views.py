@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, current_app, jsonify, request, stream_with_context, url_for
+from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from service.api.openapi import openapi_document
 from service.auth import current_user, login_required
-from service.bulk import archive_name
-from service.bulk import stream as stream_archive
+from service.bulk import archive_response
 from service.catalogue import assignment_detail, public_file
 from service.courses import find_assignment, require_instructor, visible_assignments
 from service.db import session
@@ -266,12 +265,7 @@ def export_csv(slug: str) -> Response:
 @blueprint.get("/instructor/assignments/<slug>/submissions.zip")
 @login_required
 def download_submissions(slug: str) -> Response:
-    target = _taught(slug)
-    every = request.args.get("all") == "true"
-    name = archive_name(target, every_submission=every)
-    return Response(stream_with_context(stream_archive(session(), target, every_submission=every)),
-                    mimetype="application/zip",
-                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return archive_response(session(), _taught(slug))
 
 
 @blueprint.get("/instructor/assignments/<slug>/gradescope.json")

@@ -14,15 +14,13 @@ from flask import (
     redirect,
     render_template,
     request,
-    stream_with_context,
     url_for,
 )
 from sqlalchemy import select
 from werkzeug.wrappers import Response as BaseResponse
 
 from service.accounts import create_user, issue_token, revoke_token
-from service.bulk import archive_name
-from service.bulk import stream as stream_archive
+from service.bulk import archive_response
 from service.courses import course_by_code, enrol, find_assignment, require_instructor
 from service.dashboard import (
     SubmissionFilter,
@@ -140,12 +138,7 @@ def export_csv(course: str, slug: str) -> Response:
 @login_page
 def download_submissions(course: str, slug: str) -> Response:
     """Every counted submission (``?all=true``: every submission) as one zip, streamed."""
-    target = _taught(course, slug)
-    every = request.args.get("all") == "true"
-    name = archive_name(target, every_submission=every)
-    return Response(stream_with_context(stream_archive(session(), target, every_submission=every)),
-                    mimetype="application/zip",
-                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return archive_response(session(), _taught(course, slug))
 
 
 @blueprint.get("/courses/<course>/assignments/<slug>/similarity")
