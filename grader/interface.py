@@ -12,6 +12,8 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from grader.source import parse_python
+
 _PRIVATE_PARAMETERS = frozenset({"mistakes"})
 
 
@@ -82,7 +84,7 @@ def _signature(function: Callable[..., Any], *, drop_self: bool = False) -> str:
 def _top_level(content: bytes) -> dict[str, str]:
     """Names bound at the top level of a module, with what they are."""
     try:
-        tree = ast.parse(content.decode("utf-8"))
+        tree = parse_python(content.decode("utf-8"))
     except (SyntaxError, ValueError):
         return {}
     names: dict[str, str] = {}

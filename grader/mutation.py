@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from grader.source import parse_python
+
 _MISTAKE_PARAMETER = "mistakes"
 _SKIPPED_FIELDS = frozenset({"annotation", "returns", "type_comment", "decorator_list"})
 
@@ -59,13 +61,13 @@ def specialise(source: str, required_names: tuple[str, ...],
     ``constants``: the reference module's globals (strings and sets used in the mistake tests,
     e.g. ``FINITE_FILL``), used to fold those tests.
     """
-    tree = ast.parse(source)
+    tree = parse_python(source)
     tree = ast.fix_missing_locations(_EmptyMistakes().visit(tree))
     tree = _Fold(constants).visit(tree)
     tree = _keep_reachable(tree, required_names)
     ast.fix_missing_locations(tree)
     result = ast.unparse(tree)
-    missing = [name for name in required_names if name not in _defined(ast.parse(result))]
+    missing = [name for name in required_names if name not in _defined(parse_python(result))]
     if missing:
         raise SpecialiseError(f"the reference does not define {', '.join(missing)}")
     return result + "\n"
@@ -73,7 +75,7 @@ def specialise(source: str, required_names: tuple[str, ...],
 
 def mutants(source: str) -> list[Mutant]:
     """Every single-point mutant of ``source``, duplicates and no-ops left out."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     original = ast.unparse(tree)
     seen = {original}
     found: list[Mutant] = []

@@ -341,13 +341,11 @@ def _execute_forward(
     args = _values(spec.get("args", []), recorder.inputs, fresh=True)
     kwargs = _kwvalues(spec, recorder.inputs, fresh=True)
     leaves = _grad_leaves(spec, args, kwargs)
-    if "seed" in spec:
-        torch.manual_seed(int(spec["seed"]))
     for parameter in parameters.values():
         parameter.grad = None
     started = time.perf_counter()
     try:
-        with recorder.guard():
+        with _seeded(spec.get("seed")), recorder.guard():
             returned = target(*args, **kwargs)
     except BaseException as exc:
         return recorder.failed(prefix + "forward", exc, seconds=time.perf_counter() - started)
@@ -364,6 +362,23 @@ def _execute_forward(
         return "ok"
     return _execute_backward(returned, backward, prefix, recorder,
                              parameters=parameters, leaves=leaves)
+
+
+# The global generator is the process's, and the grader runs the reference and the variants from
+# several threads at once: a forward that asks for a seed holds this from the seeding to its
+# return, so no other thread's draws land between them (the same seed gives the same dropout).
+_GLOBAL_RNG = threading.Lock()
+
+
+@contextlib.contextmanager
+def _seeded(seed: Any) -> Iterator[None]:
+    """Run the block on the global generator seeded with ``seed`` (no seed: as it is)."""
+    if seed is None:
+        yield
+        return
+    with _GLOBAL_RNG:
+        torch.manual_seed(int(seed))
+        yield
 
 
 def _execute_backward(

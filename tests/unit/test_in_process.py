@@ -1,0 +1,52 @@
+"""Runs of trusted code in the grader's process: the same call gives the same values whatever
+runs beside it (the grader grades from several threads at once)."""
+
+from __future__ import annotations
+
+import ast
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from assignments import load_assignment
+from grader.in_process import run_call_in_process
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_seeded_dropout_forward_gives_the_same_values_beside_other_threads() -> None:
+    # The variant "dropout in eval" draws its masks from the global generator after the call's
+    # seed: another thread's seeding or drawing in between would change them, and the grader
+    # would think the variant's two seeded forwards agree (or the student's differ).
+    assignment = load_assignment("multi-head-attention")
+    plan = assignment.build_plan(7)
+    variant = assignment.reference(frozenset({"dropout-in-eval"}))
+
+    def outputs(_: int) -> list[torch.Tensor]:
+        outcome = run_call_in_process(variant, plan, "eval-dropout", backward=False)
+        return [o for forward in outcome.forwards for o in forward.outputs if o is not None]
+
+    alone = outputs(0)
+    assert len(alone) == 2 and not torch.equal(alone[0], alone[1])  # two seeds, two masks
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for together in pool.map(outputs, range(64)):
+            assert all(torch.equal(a, b) for a, b in zip(alone, together, strict=True))
+
+
+def test_the_grader_parses_python_only_through_the_one_parser_that_serialises_threads() -> None:
+    # ast.parse from two threads at once can fail in CPython 3.11 (python/cpython#106905).
+    direct = []
+    for path in sorted((ROOT / "grader").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "parse" and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "ast"):
+                direct.append(f"{path.name}:{node.lineno}")
+    assert direct == ["source.py:" + str(_parse_line())]
+
+
+def _parse_line() -> int:
+    source = (ROOT / "grader" / "source.py").read_text(encoding="utf-8")
+    return next(n for n, line in enumerate(source.splitlines(), 1)
+                if "return ast.parse(" in line)
