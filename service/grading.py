@@ -355,8 +355,10 @@ def _quiet_rollback(session: Session) -> None:
 
 
 def reap(session: Session, *, policy: GradingPolicy, queued_stale_seconds: int,
-         enqueue: Callable[[int], None], announcer: Announcer = SILENT) -> dict[str, int]:
-    """Re-queue submissions stuck in ``queued`` or ``running``; fail those out of attempts."""
+         enqueue: Callable[[int], None], announcer: Announcer = SILENT,
+         status_changed: Callable[[int], None] = lambda _submission_id: None) -> dict[str, int]:
+    """Re-queue submissions stuck in ``queued`` or ``running``; fail those out of attempts.
+    ``status_changed`` is told of each one moved out of ``running`` (its waiters wake)."""
     now = utcnow()
     counts = {"requeued": 0, "failed": 0}
     stale_queued = select(Submission).where(
@@ -376,6 +378,7 @@ def reap(session: Session, *, policy: GradingPolicy, queued_stale_seconds: int,
         if lost >= policy.max_workers_lost > 0:
             give_up(session, submission, announcer,
                     message=WORKERS_LOST_MESSAGE.format(lost=lost))
+            status_changed(submission.id)
             counts["failed"] += 1
             continue
         reset = rows_changed(session, update(Submission)
@@ -387,6 +390,7 @@ def reap(session: Session, *, policy: GradingPolicy, queued_stale_seconds: int,
                     workers_lost=Submission.workers_lost + 1))
         session.commit()
         if reset == 1:
+            status_changed(submission.id)
             enqueue(submission.id)
             counts["requeued"] += 1
     return counts

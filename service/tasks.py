@@ -118,7 +118,8 @@ def reap_stuck_submissions() -> dict[str, int]:
     """Periodic (beat): re-queue stuck submissions, fail those out of attempts."""
     return reap(session(), policy=GradingPolicy.from_config(current_app.config),
                 queued_stale_seconds=int(current_app.config["QUEUED_STALE_SECONDS"]),
-                enqueue=enqueue, announcer=current_announcer())
+                enqueue=enqueue, announcer=current_announcer(),
+                status_changed=current_grading().status_changed)
 
 
 @shared_task(name=SEND_DUE_TASK)  # type: ignore[untyped-decorator]

@@ -101,17 +101,20 @@ def test_lost_workers_are_interruptions_bounded_apart(pg_app: Flask,
     policy = GradingPolicy(lease_seconds=60, max_attempts=3, max_workers_lost=4)
     submission = _submit(pg_factory)
     sent: list[int] = []
+    woken: list[int] = []
     for lost in range(1, 5):
         assert claim(db.session(), submission.id, policy) is not None
         db.session().execute(Submission.__table__.update().values(
             lease_expires_at=utcnow() - timedelta(seconds=1)))
         db.session().commit()
-        counts = reap(db.session(), policy=policy, queued_stale_seconds=600, enqueue=sent.append)
+        counts = reap(db.session(), policy=policy, queued_stale_seconds=600, enqueue=sent.append,
+                      status_changed=woken.append)
         if lost < 4:
             assert counts == {"requeued": 1, "failed": 0}
         else:
             assert counts == {"requeued": 0, "failed": 1}
     assert sent == [submission.id] * 3
+    assert woken == [submission.id] * 4  # its long-poll waiters hear of each move, the fail too
     db.session().expire_all()
     failed = db.session().get(Submission, submission.id)
     assert failed is not None and failed.status is SubmissionStatus.FAILED
