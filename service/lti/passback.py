@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from service import queue
 from service.errors import NotFound
 from service.events import Event
-from service.gradebook import counted_score
+from service.gradebook import counted_score, deadline_of
 from service.lti.keys import sign
 from service.lti.provision import SCORE_SCOPE
 from service.models import (
@@ -185,18 +185,18 @@ def chosen_result(session: Session, user_id: int, assignment: CourseAssignment
     return (result, counted.final) if result is not None else None
 
 
-def withheld_until(result: Result, assignment: CourseAssignment, *, recheck_seconds: int
-                   ) -> datetime | None:
+def withheld_until(result: Result, assignment: CourseAssignment, *, due_at: datetime | None,
+                   recheck_seconds: int) -> datetime | None:
     """When to look again, if the result has checks its student may not see yet: the LMS
-    gradebook is theirs to read, so it gets the score only once every check is released."""
+    gradebook is theirs to read, so it gets the score only once every check is released to
+    them. ``due_at``: the student's own deadline (an extension moves it), as on their page."""
     now = utcnow()
-    if all(released(check["visibility"], now=now, due_at=assignment.due_at,
+    if all(released(check["visibility"], now=now, due_at=due_at,
                     results_published=assignment.results_published)
            for check in result.document.get("tests", [])):
         return None
     later = now + timedelta(seconds=recheck_seconds)
-    due = assignment.due_at
-    return due if due is not None and now < due < later else later
+    return due_at if due_at is not None and now < due_at < later else later
 
 
 class ScoreCourier:
@@ -224,8 +224,10 @@ class ScoreCourier:
                                        "last_error": "the student has no graded submission "
                                                      "any more"})
         result, final = chosen
-        held = withheld_until(result, assignment,
-                              recheck_seconds=self.settings.hold_recheck_seconds)
+        held = withheld_until(
+            result, assignment,
+            due_at=deadline_of(session, assignment, delivery.lti_user.user_id).at,
+            recheck_seconds=self.settings.hold_recheck_seconds)
         if held is not None:
             # Not an attempt: nothing was sent. The periodic task sends it when it is due again.
             return Settled("held", {"next_attempt_at": held, "attempts": delivery.attempts - 1,

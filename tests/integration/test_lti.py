@@ -14,7 +14,7 @@ import jwt
 import pytest
 import requests
 from flask import Flask, current_app
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from werkzeug.serving import make_server
 
 from service import db
@@ -27,6 +27,7 @@ from service.lti.passback import GradePassback, PassbackSettings, publish, score
 from service.lti.platforms import Registration, register_platform
 from service.models import (
     CourseAssignment,
+    Extension,
     LtiUser,
     PassbackStatus,
     Role,
@@ -97,9 +98,11 @@ def _user(sub: str) -> User:
     return found
 
 
-def _graded(user: User, score: float, *, hidden: bool = False) -> Submission:
+def _graded(user: User, score: float, *, hidden: bool = False,
+            held_until_due: bool = False) -> Submission:
     """A submission of ``user`` graded ``score``/10 through the real claim and store (with a
-    check students see only once results are published, when ``hidden``)."""
+    check students see only once results are published, when ``hidden``, or only after their
+    deadline, when ``held_until_due``)."""
     assignment = db.session().scalar(select(CourseAssignment).where(
         CourseAssignment.slug == "attention"))
     assert assignment is not None
@@ -109,8 +112,9 @@ def _graded(user: User, score: float, *, hidden: bool = False) -> Submission:
     db.session().commit()
     taken = claim(db.session(), submission.id, POLICY)
     assert taken is not None
+    visibility = "after_published" if hidden else "after_due_date" if held_until_due else None
     checks = [{"number": "1", "name": "held back", "score": 1.0, "max_score": 1.0,
-               "status": "passed", "visibility": "after_published"}] if hidden else []
+               "status": "passed", "visibility": visibility}] if visibility else []
     assert store_result(db.session(), taken, {"score": score, "max_score": 10.0,
                                               "diagnoses": [], "tests": checks},
                         current_announcer())
@@ -301,6 +305,35 @@ def test_a_score_waits_until_its_checks_are_released(lms: LmsPlatform) -> None:
     db.session().commit()
     assert _publish(delivery.id) == "delivered"
     assert lms.scores[-1]["scoreGiven"] == 6.0
+
+
+def test_a_score_waits_for_the_students_own_deadline_when_an_extension_moved_it(
+        lms: LmsPlatform) -> None:
+    # The course's deadline has passed, but this student's extension runs two more days: their
+    # page still withholds the after-deadline check, so the LMS gradebook (theirs to read) must
+    # not get the score that counts it either.
+    assert _student_launch(lms).status_code == 303
+    student = _user("student-1")
+    assignment = db.session().scalar(select(CourseAssignment).where(
+        CourseAssignment.slug == "attention"))
+    assert assignment is not None
+    assignment.due_at = utcnow() - timedelta(hours=1)
+    db.session().add(Extension(course_id=assignment.course_id, user_id=student.id,
+                               assignment_id=assignment.id,
+                               due_at=utcnow() + timedelta(days=2)))
+    db.session().commit()
+    _graded(student, 7.0, held_until_due=True)
+    (delivery,) = _deliveries()
+    assert _publish(delivery.id) == "held" and not lms.scores
+    (held,) = _deliveries()
+    assert held.next_attempt_at is not None and held.next_attempt_at < utcnow() + timedelta(
+        days=1)  # rechecked as usual, not parked until the extended deadline's far side
+
+    db.session().execute(delete(Extension))
+    held.next_attempt_at = held.created_at
+    db.session().commit()
+    assert _publish(delivery.id) == "delivered"  # without the extension it is past due
+    assert lms.scores[-1]["scoreGiven"] == 7.0
 
 
 def test_failures_retry_with_backoff_then_deliver_or_give_up(lms: LmsPlatform,
