@@ -23,6 +23,8 @@ DELIVER_TASK = "autograde.deliver"
 """One attempt at one outbox delivery: arguments, the channel's name and the delivery's id."""
 SYNC_COURSE_TASK = "autograde.sync_lms_course"
 SYNC_ALL_TASK = "autograde.sync_lms_rosters"
+SIMILARITY_TASK = "autograde.similarity_report"
+"""Compute one similarity run (``service.similarity.run_report``): its id."""
 
 
 def send(task: str, *args: str | int, countdown: float | None = None) -> None:

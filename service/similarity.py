@@ -11,23 +11,41 @@ comes from the class's own scores. Each student's closest match is taken, and Tu
 fence ``Q3 + 3 IQR`` over those (never below ``FLOOR``) is the cut: a pair is reported when it is
 far closer than how close everyone's closest match is in this class.
 
+A report compares every pair of a class (45,000 pairs for 300 students: tens of seconds), so it
+is computed in the background (``run_report``, the worker's similarity task) with its progress
+recorded, and kept (``SimilarityRun``) until a student's counted submission changes.
+
 ``copydetect`` imports matplotlib, so it is imported only when a report is computed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
+import logging
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from service.db import rows_changed
 from service.gradebook import gradebook
-from service.models import CourseAssignment, SubmissionFile
+from service.models import (
+    CourseAssignment,
+    ReportStatus,
+    SimilarityRun,
+    SubmissionFile,
+    User,
+    utcnow,
+)
+
+log = logging.getLogger(__name__)
 
 K = 25
 """Tokens per fingerprinted k-gram (copydetect's default noise threshold)."""
@@ -35,6 +53,14 @@ WINDOW = 1
 """Winnowing window (1: every k-gram kept; classes are small enough)."""
 FLOOR = 0.3
 """No pair sharing under 30% of its code is reported, whatever the class's distribution."""
+
+LOST_AFTER = timedelta(minutes=10)
+"""A run that shows no sign of life for this long is taken as lost (its worker died)."""
+PROGRESS_SECONDS = 1.0
+"""How often a run records its progress."""
+
+Progress = Callable[[int, int], None]
+"""Told (pairs compared, pairs in all) as the comparison goes."""
 
 _FENCE = re.compile(r"^```(?:python|py)\s*$(.*?)^```", re.MULTILINE | re.DOTALL)
 
@@ -74,7 +100,8 @@ def _fingerprint(name: str, code: str, boilerplate: Sequence[int] | None = None)
                            fp=io.StringIO(code))
 
 
-def all_pairs(sources: Mapping[str, str], boilerplate: Sequence[str] = ()) -> list[Pair]:
+def all_pairs(sources: Mapping[str, str], boilerplate: Sequence[str] = (),
+              progress: Progress | None = None) -> list[Pair]:
     """Every pair of ``sources`` (student -> code) compared, boilerplate left out."""
     from copydetect import compare_files
 
@@ -84,6 +111,7 @@ def all_pairs(sources: Mapping[str, str], boilerplate: Sequence[str] = ()) -> li
     prints = {name: _fingerprint(f"{name}.py", code, sorted(given))
               for name, code in sorted(sources.items())}
     names = list(prints)
+    total = len(names) * (len(names) - 1) // 2
     pairs: list[Pair] = []
     for i, first in enumerate(names):
         for second in names[i + 1:]:
@@ -92,12 +120,15 @@ def all_pairs(sources: Mapping[str, str], boilerplate: Sequence[str] = ()) -> li
             pairs.append(Pair(first, second, min(float(share1), float(share2)),
                               (float(share1), float(share2)),
                               (_ranges(slices1), _ranges(slices2))))
+            if progress is not None:
+                progress(len(pairs), total)
     return pairs
 
 
-def compare(sources: Mapping[str, str], boilerplate: Sequence[str] = ()) -> Report:
+def compare(sources: Mapping[str, str], boilerplate: Sequence[str] = (),
+            progress: Progress | None = None) -> Report:
     """Every pair compared; the pairs over the class's threshold, closest first."""
-    pairs = all_pairs(sources, boilerplate)
+    pairs = all_pairs(sources, boilerplate, progress)
     scores = [pair.score for pair in pairs]
     closest: dict[str, float] = {}
     for pair in pairs:
@@ -147,8 +178,142 @@ def counted_sources(session: Session, assignment: CourseAssignment) -> dict[str,
     return {user: "\n".join(parts) for user, parts in sources.items()}
 
 
-def similarity_report(session: Session, assignment: CourseAssignment) -> Report:
-    return compare(counted_sources(session, assignment), boilerplate_of(assignment))
+def comparison_key(sources: Mapping[str, str], boilerplate: Sequence[str]) -> str:
+    """What a report compares, as a digest: the same key, the same report."""
+    digest = hashlib.sha256()
+    for name, code in sorted(sources.items()):
+        digest.update(b"S" + name.encode() + b"\0" + code.encode() + b"\0")
+    for code in boilerplate:
+        digest.update(b"B" + code.encode() + b"\0")
+    return digest.hexdigest()
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    return {"students": report.students, "compared": report.compared,
+            "threshold": report.threshold, "median": report.median,
+            "flagged": [{"first": p.first, "second": p.second, "score": p.score,
+                         "shares": list(p.shares),
+                         "regions": [[list(r) for r in side] for side in p.regions]}
+                        for p in report.flagged]}
+
+
+def report_from_json(body: Mapping[str, Any]) -> Report:
+    def region(side: Sequence[Sequence[int]]) -> tuple[tuple[int, int], ...]:
+        return tuple((int(start), int(end)) for start, end in side)
+
+    flagged = [Pair(p["first"], p["second"], float(p["score"]),
+                    (float(p["shares"][0]), float(p["shares"][1])),
+                    (region(p["regions"][0]), region(p["regions"][1])))
+               for p in body["flagged"]]
+    return Report(int(body["students"]), int(body["compared"]), float(body["threshold"]),
+                  float(body["median"]), flagged)
+
+
+@dataclass(frozen=True)
+class SimilarityState:
+    """What the similarity page shows: the latest run, the latest report and whether that
+    report compared the counted submissions as they are now."""
+
+    run: SimilarityRun | None
+    report: Report | None
+    finished_at: datetime | None
+    current: bool
+    students: int
+
+    @property
+    def pending(self) -> bool:
+        return self.run is not None and _alive(self.run)
+
+    @property
+    def failed(self) -> str | None:
+        """Why the latest run did not finish, if it did not."""
+        if self.run is None or self.pending or self.run.status is ReportStatus.DONE:
+            return None
+        return self.run.error or "the computation stopped without finishing"
+
+
+def _alive(run: SimilarityRun) -> bool:
+    return run.status in (ReportStatus.QUEUED, ReportStatus.RUNNING) and (
+        run.updated_at > utcnow() - LOST_AFTER)
+
+
+def similarity_state(session: Session, assignment: CourseAssignment) -> SimilarityState:
+    sources = counted_sources(session, assignment)
+    key = comparison_key(sources, boilerplate_of(assignment))
+    runs = SimilarityRun.assignment_id == assignment.id
+    latest = session.scalar(select(SimilarityRun).where(runs).order_by(SimilarityRun.id.desc())
+                            .limit(1))
+    finished = session.scalar(select(SimilarityRun).where(
+        runs, SimilarityRun.status == ReportStatus.DONE).order_by(SimilarityRun.id.desc())
+        .limit(1))
+    report = report_from_json(finished.report) if finished and finished.report else None
+    return SimilarityState(latest, report, finished.finished_at if finished else None,
+                           finished is not None and finished.key == key, len(sources))
+
+
+def request_report(session: Session, assignment: CourseAssignment, by: User | None
+                   ) -> tuple[SimilarityRun, bool]:
+    """The run that will answer for the counted submissions as they are now, and whether it
+    is new (then send the similarity task for it once committed)."""
+    key = comparison_key(counted_sources(session, assignment), boilerplate_of(assignment))
+    waiting = [run for run in session.scalars(select(SimilarityRun).where(
+        SimilarityRun.assignment_id == assignment.id, SimilarityRun.key == key,
+        SimilarityRun.status.in_([ReportStatus.QUEUED, ReportStatus.RUNNING])))
+        if _alive(run)]
+    if waiting:
+        return waiting[0], False
+    run = SimilarityRun(assignment_id=assignment.id, requested_by_id=by.id if by else None,
+                        key=key)
+    session.add(run)
+    session.flush()
+    return run, True
+
+
+def fail_run(session: Session, run_id: int, error: str) -> None:
+    session.execute(update(SimilarityRun).where(SimilarityRun.id == run_id).values(
+        status=ReportStatus.FAILED, error=error, finished_at=utcnow(), updated_at=utcnow()))
+    session.commit()
+
+
+def run_report(session: Session, run_id: int) -> str:
+    """Compute one run (the similarity task's body): ``done``, ``failed`` or ``skipped``
+    (another copy has it, or it is gone)."""
+    now = utcnow()
+    claimed = rows_changed(session, update(SimilarityRun).where(
+        SimilarityRun.id == run_id, SimilarityRun.status == ReportStatus.QUEUED).values(
+        status=ReportStatus.RUNNING, updated_at=now))
+    session.commit()
+    if claimed != 1:
+        return "skipped"
+    run = session.get(SimilarityRun, run_id)
+    assert run is not None
+    assignment = session.get(CourseAssignment, run.assignment_id)
+    assert assignment is not None
+    last = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        nonlocal last
+        if done < total and time.monotonic() - last < PROGRESS_SECONDS:
+            return
+        last = time.monotonic()
+        session.execute(update(SimilarityRun).where(SimilarityRun.id == run_id).values(
+            done=done, total=total, updated_at=utcnow()))
+        session.commit()
+
+    try:
+        sources, given = counted_sources(session, assignment), boilerplate_of(assignment)
+        report = compare(sources, given, progress)
+    except Exception as exc:
+        session.rollback()
+        log.exception("similarity run %s failed", run_id)
+        fail_run(session, run_id, f"the comparison failed ({type(exc).__name__})")
+        return "failed"
+    pairs = report.compared
+    session.execute(update(SimilarityRun).where(SimilarityRun.id == run_id).values(
+        status=ReportStatus.DONE, key=comparison_key(sources, given), done=pairs, total=pairs,
+        report=report_json(report), finished_at=utcnow(), updated_at=utcnow()))
+    session.commit()
+    return "done"
 
 
 def pair_view(session: Session, assignment: CourseAssignment, first: str, second: str

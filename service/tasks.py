@@ -45,10 +45,12 @@ from service.queue import (
     GRADE_TASK,
     REAP_TASK,
     SEND_DUE_TASK,
+    SIMILARITY_TASK,
     SYNC_ALL_TASK,
     SYNC_COURSE_TASK,
     enqueue,
 )
+from service.similarity import run_report
 from service.status_watch import status_publisher
 from service.webhooks.delivery import WebhookChannel, WebhookCourier, WebhookPolicy
 
@@ -164,6 +166,13 @@ def sync_lms_course(context_id: int) -> str:
     done = sync_context(session(), context_id, tokens=extensions.lti_runtime().tokens,
                         settings=ServiceSettings.from_config(current_app.config))
     return "gone" if done is None else f"{done.roster} / {done.lineitems} line item(s)"
+
+
+@shared_task(name=SIMILARITY_TASK, soft_time_limit=1800,  # type: ignore[untyped-decorator]
+             time_limit=1860)
+def similarity_report(run_id: int) -> str:
+    """One similarity report computed, its progress recorded as it goes."""
+    return run_report(session(), run_id)
 
 
 @shared_task(name=SYNC_ALL_TASK)  # type: ignore[untyped-decorator]

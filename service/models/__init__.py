@@ -22,6 +22,7 @@ from service.models.lti import (
     PassbackStatus,
     ScorePassback,
 )
+from service.models.reports import ReportStatus, SimilarityRun
 from service.models.submissions import Result, Submission, SubmissionFile, SubmissionStatus
 from service.models.users import ApiToken, Role, User, WebSession
 from service.models.webhooks import DeliveryStatus, WebhookDelivery, WebhookEndpoint
@@ -48,11 +49,13 @@ __all__ = [
     "MembershipStatus",
     "PassbackStatus",
     "RegradeRun",
+    "ReportStatus",
     "Result",
     "Role",
     "ScoreAdjustment",
     "ScorePassback",
     "ScorePolicy",
+    "SimilarityRun",
     "Submission",
     "SubmissionComment",
     "SubmissionFile",

@@ -33,7 +33,7 @@ from service.dashboard import (
     teaches,
 )
 from service.db import session
-from service.errors import Forbidden, NotFound, ServiceError
+from service.errors import Conflict, Forbidden, NotFound, ServiceError
 from service.gradebook import deadline_of, score_of
 from service.instructor import (
     export_gradescope_document,
@@ -44,9 +44,15 @@ from service.instructor import (
 )
 from service.models import Course, CourseAssignment, CourseRole, Role, User
 from service.pagination import page_numbers
-from service.queue import enqueue
+from service.queue import SIMILARITY_TASK, enqueue, send
 from service.records import adjustments_of
-from service.similarity import pair_view, report_csv, similarity_report
+from service.similarity import (
+    fail_run,
+    pair_view,
+    report_csv,
+    request_report,
+    similarity_state,
+)
 from service.submissions import readable_submission
 from service.waiting import sandbox_status
 from service.web.forms import ButtonForm, EnrolForm, NewUserForm, TokenForm
@@ -144,17 +150,53 @@ def download_submissions(course: str, slug: str) -> Response:
 @blueprint.get("/courses/<course>/assignments/<slug>/similarity")
 @login_page
 def similarity(course: str, slug: str) -> str:
-    """Pairs of counted submissions far more alike than the class's usual closest match."""
+    """Pairs of counted submissions far more alike than the class's usual closest match: the
+    latest report, its progress while one is computed, the button that computes one."""
     target = _taught(course, slug)
     return render_template("dashboard/similarity.html", assignment=target,
-                           report=similarity_report(session(), target))
+                           state=similarity_state(session(), target),
+                           form=ButtonForm(prefix="similarity"))
+
+
+@blueprint.post("/courses/<course>/assignments/<slug>/similarity")
+@login_page
+def similarity_start(course: str, slug: str) -> BaseResponse:
+    target = _taught(course, slug)
+    if not ButtonForm(prefix="similarity").validate_on_submit():
+        abort(400)
+    run, new = request_report(session(), target, page_user())
+    session().commit()
+    if new:
+        try:
+            send(SIMILARITY_TASK, run.id)
+        except Exception as exc:  # nothing computes it: say so rather than wait for ever
+            fail_run(session(), run.id, f"the task queue could not take it "
+                                        f"({type(exc).__name__}); try again")
+            flash("The report could not be started: the task queue is unreachable.", "error")
+            return redirect(url_for("dashboard.similarity", course=course, slug=slug), 303)
+    flash("The similarity report is being computed; this page shows its progress.", "info")
+    return redirect(url_for("dashboard.similarity", course=course, slug=slug), 303)
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/similarity/progress")
+@login_page
+def similarity_progress(course: str, slug: str) -> Response:
+    """The latest run's progress, for the page to follow without reloading."""
+    state = similarity_state(session(), _taught(course, slug))
+    run = state.run
+    return jsonify({"status": run.status.value if run else None, "pending": state.pending,
+                    "done": run.done if run else 0, "total": run.total if run else 0})
 
 
 @blueprint.get("/courses/<course>/assignments/<slug>/similarity.csv")
 @login_page
 def similarity_csv(course: str, slug: str) -> Response:
     target = _taught(course, slug)
-    return Response(report_csv(similarity_report(session(), target)), mimetype="text/csv",
+    report = similarity_state(session(), target).report
+    if report is None:
+        raise Conflict("The similarity report has not been computed yet: compute it on the "
+                       "assignment's Similarity page first.")
+    return Response(report_csv(report), mimetype="text/csv",
                     headers={"Content-Disposition":
                              f'attachment; filename="{target.slug}-similarity.csv"'})
 

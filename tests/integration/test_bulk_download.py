@@ -14,19 +14,23 @@ from typing import Any
 
 from flask import Flask
 from flask.testing import FlaskClient
+from sqlalchemy import func, select
 
 from service import db
 from service.grading import Claim, store_result
 from service.models import (
     CourseAssignment,
     CourseRole,
+    ReportStatus,
     Role,
+    SimilarityRun,
     Submission,
     SubmissionFile,
     SubmissionStatus,
     User,
     utcnow,
 )
+from service.similarity import run_report
 from tests.servicekit import PASSWORD, Factory
 
 
@@ -147,7 +151,7 @@ def test_the_zip_holds_the_counted_submissions_and_a_true_manifest(
     prof_pages.application.extensions["autograde.db"].engine.dispose()
 
 
-def test_the_similarity_page_lists_the_copied_pair_for_instructors_only(
+def test_the_similarity_report_is_computed_in_the_background_for_instructors_only(
         pg_app: Flask, pg_factory: Factory, pg_url: str,
         make_app: Callable[..., Flask]) -> None:
     import random
@@ -164,23 +168,52 @@ def test_the_similarity_page_lists_the_copied_pair_for_instructors_only(
     rng = random.Random(2)
     sources = {f"st{i:02d}": distinct_submission(rng) for i in range(24)}
     sources["st23"] = near_copy(sources["st05"])
+    students = {}
     for minutes, (name, code) in enumerate(sorted(sources.items())):
-        student = pg_factory.user(name, course=course)
-        _submit(student, assignment, {"attention.py": code.encode()}, score=5,
+        students[name] = pg_factory.user(name, course=course)
+        _submit(students[name], assignment, {"attention.py": code.encode()}, score=5,
                 minutes_ago=60 - minutes)
     url = "/dashboard/courses/ml101/assignments/attention/similarity"
     for username, status in (("stranger", 404), ("st05", 403)):
         pages = make_app(pg_url).test_client()
         _log_in(pages, username)
         assert pages.get(url).status_code == status
+        assert pages.get(url + "/progress").status_code == status
         assert pages.get(url + "/st05/st23").status_code == status
         assert pages.get(url + ".csv").status_code == status
+        assert pages.post(url, data={}).status_code in (400, status)
         pages.application.extensions["autograde.db"].engine.dispose()
+    assert db.session().scalar(select(func.count(SimilarityRun.id))) == 0
+
     pages = make_app(pg_url).test_client()
     _log_in(pages, "prof")
     page = pages.get(url).get_data(as_text=True)
+    assert 'id="similarity-none-yet"' in page and 'id="similarity-compute"' in page
+    assert pages.get(url + ".csv").status_code == 409  # nothing computed: said, not a 500
+
+    def start() -> None:
+        token = re.search(r'name="similarity-csrf_token" type="hidden" value="([^"]+)"',
+                          pages.get(url).get_data(as_text=True))
+        assert token is not None
+        assert pages.post(url, data={"similarity-csrf_token": token[1]}).status_code == 303
+
+    start()
+    (run,) = db.session().scalars(select(SimilarityRun)).all()
+    assert run.status is ReportStatus.QUEUED
+    waiting = pages.get(url).get_data(as_text=True)
+    assert 'id="similarity-progress"' in waiting and 'id="similarity-compute"' not in waiting
+    assert pages.get(url + "/progress").get_json()["pending"] is True
+
+    # The worker's similarity task: one copy computes it, a second delivery finds it taken.
+    assert run_report(db.session(), run.id) == "done"
+    assert run_report(db.session(), run.id) == "skipped"
+    db.session().expire_all()
+    progress = pages.get(url + "/progress").get_json()
+    assert progress == {"status": "done", "pending": False, "done": 276, "total": 276}
+    page = pages.get(url).get_data(as_text=True)
     assert re.findall(r'data-pair="([^"]+)"', page) == ["st05 st23"]
     assert "24 students, 276 pairs compared" in page
+    assert 'id="similarity-compute"' not in page  # current: nothing to compute again
     side = pages.get(url + "/st05/st23")
     assert side.status_code == 200
     body = side.get_data(as_text=True)
@@ -191,4 +224,21 @@ def test_the_similarity_page_lists_the_copied_pair_for_instructors_only(
     assert float(rows[0]["score"]) > 0.9 > float(rows[0]["threshold"])
     assert b'href="' + url.encode() in pages.get(
         "/dashboard/courses/ml101/assignments/attention").get_data()
+
+    # A new counted submission: the report stays readable and says it is out of date.
+    _submit(students["st01"], assignment, {"attention.py": distinct_submission(rng).encode()},
+            score=9, minutes_ago=0)
+    stale = pages.get(url).get_data(as_text=True)
+    assert 'id="similarity-stale"' in stale and re.findall(r'data-pair="([^"]+)"', stale)
+    start()
+    latest = db.session().scalars(select(SimilarityRun).order_by(SimilarityRun.id.desc())).first()
+    assert latest is not None and latest.id != run.id and latest.status is ReportStatus.QUEUED
+    # Its worker dies: after a while without a sign of life it is said to have stopped, and a
+    # new one can be asked for.
+    latest.status, latest.updated_at = ReportStatus.RUNNING, utcnow() - timedelta(hours=1)
+    db.session().commit()
+    lost = pages.get(url).get_data(as_text=True)
+    assert 'id="similarity-failed"' in lost and 'id="similarity-compute"' in lost
+    start()
+    assert db.session().scalar(select(func.count(SimilarityRun.id))) == 3
     pages.application.extensions["autograde.db"].engine.dispose()

@@ -1,4 +1,5 @@
-// Live updates without reloading: a submission's status, the dashboard's queue and regrade progress.
+// Live updates without reloading: a submission's status, the dashboard's queue and regrade
+// progress, a similarity report's progress.
 "use strict";
 
 (function () {
@@ -98,8 +99,34 @@
     tick();
   }
 
+  function pollSimilarity(box) {
+    const bar = document.getElementById("similarity-bar");
+    const text = document.getElementById("similarity-text");
+    async function tick() {
+      try {
+        const response = await fetch(box.dataset.progressUrl, {credentials: "same-origin"});
+        if (response.ok) {
+          const body = await response.json();
+          if (!body.pending) {  // done or stopped: the page shows the report or why
+            window.location.reload();
+            return;
+          }
+          if (body.total) {
+            bar.max = body.total;
+            bar.value = body.done;
+            text.textContent = body.done + " of " + body.total + " pairs compared";
+          }
+        }
+      } catch (error) { /* keep polling */ }
+      setTimeout(tick, 1500);
+    }
+    setTimeout(tick, 1500);
+  }
+
   const live = document.getElementById("live");
   if (live && live.dataset.finished === "no") pollSubmission(live);
   const queue = document.getElementById("queue");
   if (queue && queue.dataset.queueUrl) pollQueue(queue);
+  const similarity = document.getElementById("similarity-progress");
+  if (similarity) pollSimilarity(similarity);
 })();
