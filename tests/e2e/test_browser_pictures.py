@@ -165,12 +165,35 @@ def _every_page(graded: dict[str, int]) -> dict[str, list[str]]:
                 f"/submissions/{submission}", "/account/tokens"],
         "prof": ["/dashboard/", assignment, f"{assignment}/submissions", f"{assignment}/gradebook",
                  f"{assignment}/settings", f"{assignment}/extensions", f"{assignment}/regrade",
+                 f"{assignment}/similarity",
                  f"{dashboard}/people", f"{dashboard}/webhooks",
                  f"/dashboard/submissions/{submission}", "/dashboard/lti/platforms",
                  f"/dashboard/lti/courses/{COURSE}/roster",
                  f"/dashboard/lti/courses/{COURSE}/assignments/multi-head-attention/passbacks",
                  "/account/tokens"],
     }
+
+
+def test_the_similarity_report_is_computed_by_the_worker_while_the_page_follows_it(
+        live: Live, browser: Any, graded: dict[str, int]) -> None:
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    login(page, live, "prof")
+    url = live.path(f"/dashboard/courses/{COURSE}/assignments/multi-head-attention/similarity")
+    page.goto(url)
+    if page.locator("#similarity-compute").count():  # not computed yet for these submissions
+        page.click("#similarity-compute")
+        page.wait_for_url(url)
+    # The page reloads itself once the worker has finished: the report, with its figures.
+    page.wait_for_selector("#similarity-table, #similarity-none", timeout=GRADING_TIMEOUT_MS)
+    assert page.locator("#similarity-failed").count() == 0
+    assert "pairs compared" in page.inner_text("main")
+    assert page.locator("#similarity-compute").count() == 0  # current: nothing to redo
+    assert errors == []
+    assert audit(page) == []
+    page.close()
 
 
 @pytest.mark.parametrize("who", ["pia", "prof"])
