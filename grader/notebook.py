@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -120,7 +121,9 @@ def _parse(data: bytes) -> dict[str, Any]:
                             "4 and later) is accepted: open it in a current Jupyter and save it "
                             "again.")
     try:
-        nbformat.validate(raw)
+        with warnings.catch_warnings():  # a missing cell id is a warning, not a refusal
+            warnings.simplefilter("ignore")
+            nbformat.validate(raw)
     except nbformat.ValidationError as exc:
         raise NotebookError("The notebook does not follow the nbformat 4 schema "
                             f"({exc.message[:200]}); save it again from Jupyter.") from None
