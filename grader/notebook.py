@@ -9,7 +9,8 @@ The rule a notebook is assembled by (the README states it for students):
   a cell that starts with a cell magic (``%%bash``, ``%%time``) is dropped whole;
 - of a cell's top-level statements only imports, function and class definitions (with their
   decorators), assignments of constants (literals, and arithmetic on them) and bare string
-  literals are kept; anything else (a call, a loop, a training run, a display) is left out;
+  literals are kept; anything else (a call, a loop, a training run, a display) is left out,
+  and so is importing the notebook client (``import autograde``: the grader has no use for it);
 - a cell that does not parse is kept as it is, so the grader reports its syntax error at its
   cell and line.
 
@@ -29,6 +30,8 @@ from typing import Any
 from grader.parsing import parse_python
 
 NOTEBOOK_SUFFIX = ".ipynb"
+CLIENT = "autograde"
+"""The notebook client's module (``autograde/``): imported by notebooks, left out of grading."""
 
 
 class NotebookError(ValueError):
@@ -200,6 +203,8 @@ def _decorators(statement: ast.stmt) -> list[ast.expr]:
 
 
 def _why_left_out(statement: ast.stmt) -> str | None:
+    if _imports_the_client(statement):
+        return "the autograde client is for the notebook, not for grading"
     if isinstance(statement, ast.Import | ast.ImportFrom | ast.FunctionDef
                   | ast.AsyncFunctionDef | ast.ClassDef):
         return None
@@ -215,6 +220,13 @@ def _why_left_out(statement: ast.stmt) -> str | None:
     if isinstance(statement, ast.For | ast.AsyncFor | ast.While | ast.With | ast.AsyncWith):
         return "a top-level loop or `with` block"
     return f"top-level code that runs (`{type(statement).__name__.lower()}`)"
+
+
+def _imports_the_client(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.Import):
+        return any(alias.name.split(".")[0] == CLIENT for alias in statement.names)
+    return isinstance(statement, ast.ImportFrom) and (statement.module or "").split(".")[0] \
+        == CLIENT
 
 
 _CONSTANT_NODES = (ast.Constant, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.UnaryOp,

@@ -172,3 +172,15 @@ def test_two_notebooks_in_one_submission_are_refused(site: Any) -> None:
                            data=data, content_type="multipart/form-data")
     assert response.status_code == 400
     assert "Several notebooks" in response.get_json()["detail"]
+
+
+def test_the_starter_notebook_is_served_with_the_starter_code(site: Any) -> None:
+    client, student, _ = site
+    detail = client.get("/api/v1/assignments/attention", headers=student).get_json()
+    assert {"starter/attention.py", "starter/attention.ipynb"} <= set(detail["files"])
+    served = client.get("/api/v1/assignments/attention/files/starter/attention.ipynb",
+                        headers=student)
+    assert served.status_code == 200
+    cells = [c for c in json.loads(served.data)["cells"] if c["cell_type"] == "code"]
+    assert "def attention(" in "".join(cells[0]["source"])
+    assert 'autograde.check("attention")' in "".join(cells[1]["source"])

@@ -105,6 +105,14 @@ def test_frames_of_the_entry_are_cited_by_cell_and_others_left_alone() -> None:
         "(in helpers.py, line 5, in g: `x`)")
 
 
+def test_the_notebook_client_is_left_out() -> None:
+    assembly = assemble([CodeCell(1, "import autograde\nfrom autograde import check\n"
+                                     "import math\nautograde.check('attention')")])
+    assert lines_of(assembly) == ["import math"]
+    assert [o.reason for o in assembly.left_out][:2] == [
+        "the autograde client is for the notebook, not for grading"] * 2
+
+
 def test_a_shared_line_keeps_the_statement_it_holds() -> None:
     assembly = assemble([CodeCell(1, "import torch; print(1)\nprint(2)\n")])
     assert lines_of(assembly) == ["import torch; print(1)"]
