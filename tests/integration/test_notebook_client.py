@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +19,7 @@ from assignments.spec import ASSIGNMENTS_ROOT
 from assignments.starter_notebook import starter_notebook
 from grader.notebook import assemble, read_notebook
 from tests.notebookkit import notebook
-from tests.servicekit import CORPUS, REPO
+from tests.servicekit import CORPUS, PASSWORD, REPO, Factory, Stack
 
 
 def _run_in_kernel(data: bytes) -> list[dict[str, Any]]:
@@ -100,3 +102,44 @@ def test_the_starter_notebook_is_generated_from_the_starter_and_served(slug: str
     # Graded, the starter notebook is the starter file (and comments): the check cell drops out.
     assert ast.dump(ast.parse(assembly.source)) == ast.dump(ast.parse(starter))
     assert assembly.left_out[0].reason.startswith("the autograde client")
+
+
+@pytest.fixture
+def server(make_stack: Callable[..., Stack], sqlite_url: str, factory: Factory) -> Stack:
+    factory.user("ada", course=factory.course("ml101"))
+    stack = make_stack(sqlite_url, broker_url="memory://", RATE_LIMIT_COUNT=100)
+    stack.start_server()
+    return stack
+
+
+def test_a_notebook_is_submitted_from_the_notebook_and_from_the_command_line(
+        server: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import autograde
+
+    path = tmp_path / "lab.ipynb"
+    path.write_bytes(notebook(("code", (CORPUS / "attention" / "correct_matmul.py").read_text()),
+                              ("code", "import autograde\nautograde.check('attention')")))
+    token = server.login("ada")["Authorization"].removeprefix("Bearer ")
+    body = autograde.submit(path, assignment="attention", server=server.url, token=token,
+                            wait=False)
+    assert body["status"] == "queued" and [f["name"] for f in body["files"]] == ["lab.ipynb"]
+    assert f"submitted as {body['id']} (queued)" in capsys.readouterr().out
+
+    login = server.autograde("login", "--username", "ada", "--password-stdin",
+                             stdin=PASSWORD + "\n")
+    assert login.returncode == 0, login.stderr
+    done = server.autograde("submit", str(path), "--assignment", "attention", "--no-wait",
+                            "--json")
+    assert done.returncode == 0, done.stderr
+    assert [f["name"] for f in json.loads(done.stdout)["files"]] == ["lab.ipynb"]
+
+
+def test_a_bad_notebook_is_refused_with_the_reason_on_the_command_line(
+        server: Stack, tmp_path: Path) -> None:
+    path = tmp_path / "old.ipynb"
+    path.write_text(json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {},
+                                "worksheets": []}))
+    server.autograde("login", "--username", "ada", "--password-stdin", stdin=PASSWORD + "\n")
+    done = server.autograde("submit", str(path), "--assignment", "attention", "--no-wait")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "old.ipynb: The notebook is in nbformat 3" in done.stderr, done.stderr
