@@ -27,7 +27,7 @@ def _run_in_kernel(data: bytes) -> list[dict[str, Any]]:
     import nbclient
     import nbformat
 
-    executed = nbformat.reads(data.decode(), as_version=4)
+    executed = nbformat.reads(data.decode(), as_version=4)  # type: ignore[no-untyped-call]
     env = {**os.environ, "PYTHONPATH": str(REPO)}  # this checkout's `autograde`
     client = nbclient.NotebookClient(executed, timeout=240, kernel_name="python3",
                                      resources={"metadata": {"path": str(REPO)}})

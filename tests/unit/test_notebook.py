@@ -207,7 +207,7 @@ def test_the_document_cites_cells_and_points_behaviour_at_the_defining_cell() ->
     assembly = assemble([CodeCell(1, "import torch"), CodeCell(3, "print(1)\n\ndef attention"
                                                                   "(q, k, v, allowed):\n"
                                                                   "    return q / 0")])
-    document = {"score": 0, "max_score": 1, "output": "", "tests": [
+    document: dict[str, Any] = {"score": 0, "max_score": 1, "output": "", "tests": [
         {"number": "1.1", "output": "boom (in attention.py, line 4, in attention: `x`)"}],
         "diagnoses": [
             {"code": "causal-leak", "message": "later positions changed.", "tests": ["1.1"],
