@@ -313,15 +313,17 @@ def assemble_files(files: Mapping[str, bytes], entry: str
 def with_notebook(document: Mapping[str, Any], notebook: NotebookSubmission, *, entry: str,
                   graded_names: Sequence[str]) -> dict[str, Any]:
     """The document of a notebook's grading told in cells: line references name the cell and
-    its line, a diagnosis with no line of its own points at the cell that defines the graded
-    name, and ``autograde.notebook`` keeps the line map and what was left out."""
+    its line, the entry module is called the notebook, a diagnosis with no line of its own
+    points at the cell that defines the graded name, and ``autograde.notebook`` keeps the line
+    map and what was left out."""
     assembly = notebook.assembly
     defined = definitions(assembly, graded_names)
     pointer = "; ".join(f"`{name}` is defined in cell {cell}, line {line}"
                         for name, (cell, line) in defined.items())
 
     def told(text: str, *, point: bool = False) -> str:
-        text = cite_cells(text, assembly, entry)
+        text = cite_cells(text, assembly, entry).replace(f"`{entry}`",
+                                                         f"the notebook `{notebook.name}`")
         if point and pointer and not CELL_REF.search(text):
             text = f"{text.rstrip()} ({pointer}.)"
         return text

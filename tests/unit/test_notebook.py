@@ -229,3 +229,16 @@ def test_the_document_cites_cells_and_points_behaviour_at_the_defining_cell() ->
     assert record["notes"] == ["cell 3, line 1: top-level code that runs (a call or a "
                                "displayed value)"]
     assert told["autograde"]["seed"] == 1 and "notebook" not in document["autograde"]
+
+
+def test_a_missing_name_is_told_as_missing_from_the_notebook() -> None:
+    assembly = assemble([CodeCell(1, "def attend(q, k, v, allowed):\n    return q, q")])
+    document: dict[str, Any] = {"output": "", "tests": [], "autograde": {}, "diagnoses": [
+        {"code": "interface-error", "tests": [],
+         "message": "the assignment calls `attention`, but `attention.py` defines no function "
+                    "`attention`. It defines `attend`"}]}
+    told = with_notebook(document, NotebookSubmission("lab.ipynb", assembly),
+                         entry="attention.py", graded_names=["attention"])
+    assert told["diagnoses"][0]["message"] == (
+        "the assignment calls `attention`, but the notebook `lab.ipynb` defines no function "
+        "`attention`. It defines `attend`")
