@@ -14,6 +14,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
+from grader.report import render_report
 from service import db
 from service.models import CourseRole, Role, Submission, SubmissionFile
 from service.tasks import current_grading
@@ -75,6 +76,9 @@ def test_a_causal_leak_in_a_notebook_is_diagnosed_at_its_cell(site: Any) -> None
     # The training loop was never run: the module imports in well under its time limit and
     # scores the points of every check but the causal ones.
     assert body["status"] == "graded" and 0 < results["score"] < results["max_score"]
+    report = render_report(results, plots=False)  # what `autograde submit` prints
+    assert "Left out of your notebook (never run by the grader):\n  cell 2, line 1: a shell" \
+        in report
     # The instructor's document keeps the line map: the module's line 1 is cell 2's line 2.
     full = client.get(f"/api/v1/submissions/{submission_id}", headers=teacher).get_json()
     assert full["results"]["autograde"]["notebook"]["lines"][0] == [2, 2]
