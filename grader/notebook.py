@@ -141,13 +141,21 @@ def _source(cell: Mapping[str, Any]) -> str:
 _MAGIC = re.compile(r"^\s*[%!]")
 
 
+def source_lines(source: str) -> list[str]:
+    """A cell's lines as Python counts them: only ``\n``, ``\r\n`` and ``\r`` end a line
+    (``str.splitlines`` also splits at form feeds and Unicode separators, which Python does
+    not, and the line numbers would drift)."""
+    lines = re.split(r"\r\n|\r|\n", source)
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 def assemble(cells: Sequence[CodeCell]) -> Assembly:
     """The entry module of these code cells, by the rule in this module's docstring."""
     text: list[str] = []
     origin: list[tuple[int, int]] = []
     left_out: list[LeftOut] = []
     for cell in cells:
-        lines = cell.source.splitlines()
+        lines = source_lines(cell.source)
         if not lines:
             continue
         if lines[0].lstrip().startswith("%%"):

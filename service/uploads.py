@@ -82,8 +82,9 @@ def read_notebook_upload(name: str, data: bytes, limits: UploadLimits) -> bytes:
         raise TooLarge(f"{name} is more than {limits.max_file_bytes * 4 // 1024} KiB; clear "
                        "its outputs (Edit > Clear outputs of all cells) and submit it again.")
     try:
-        read_notebook(data)
-        return without_outputs(data)
+        stored = without_outputs(data)
+        read_notebook(stored)  # gradable: code cells with code in them
+        return stored
     except NotebookError as error:
         raise UnsupportedMedia(f"{name}: {error}") from None
 

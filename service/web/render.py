@@ -11,7 +11,7 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 
-from grader.notebook import NotebookError, read_notebook
+from grader.notebook import NotebookError, read_notebook, source_lines
 
 # CommonMark with raw HTML off: HTML in the source is shown as text, and markdown-it refuses
 # javascript:, vbscript: and data: links by itself.
@@ -78,5 +78,7 @@ def notebook_cells(name: str, content: bytes, notes: dict[int, dict[int, list[st
         cells = read_notebook(content)
     except NotebookError:
         return [code_file(name, content, {})]
-    return [code_file(f"{name}, cell {cell.number}", cell.source.encode(),
-                      notes.get(cell.number, {})) for cell in cells]
+    return [CodeFile(f"{name}, cell {cell.number}",
+                     [CodeLine(i, line, notes.get(cell.number, {}).get(i, []))
+                      for i, line in enumerate(source_lines(cell.source) or [""], start=1)],
+                     "\0" in cell.source) for cell in cells]
