@@ -312,9 +312,12 @@ def assemble_files(files: Mapping[str, bytes], entry: str
         return dict(files), None
     if len(notebooks) > 1:
         raise NotebookError(f"The submission holds {len(notebooks)} notebooks; submit one.")
+    if entry in files:
+        raise NotebookError(f"The submission holds both a notebook and `{entry}`; the notebook "
+                            f"is graded as `{entry}`: submit one or the other.")
     name = notebooks[0]
     assembly = assemble(read_notebook(files[name]))
-    rest = {key: value for key, value in files.items() if key != name and key != entry}
+    rest = {key: value for key, value in files.items() if key != name}
     return {entry: assembly.source.encode(), **rest}, NotebookSubmission(name, assembly)
 
 
