@@ -208,7 +208,7 @@ def test_assemble_files_puts_the_module_under_the_entry_name_beside_other_files(
     assert files == {"attention.py": b"X = 1\n", "helpers.py": b"Y = 2\n"}
     assert found is not None and found.name == "lab.ipynb"
     assert assemble_files({"a.py": b"x"}, "attention.py") == ({"a.py": b"x"}, None)
-    with pytest.raises(NotebookError, match="both a notebook and `attention.py`"):
+    with pytest.raises(NotebookError, match=r"both a notebook and `attention\.py`"):
         assemble_files({"lab.ipynb": notebook(("code", "X = 1")), "attention.py": b"X = 2"},
                        "attention.py")
     with pytest.raises(NotebookError, match="2 notebooks"):
