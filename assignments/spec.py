@@ -77,10 +77,12 @@ class AssignmentSpec:
 
     @property
     def public_files(self) -> dict[str, Path]:
-        """Files a student may download: the statement, starter code and public tests."""
+        """Files a student may download: the statement, starter code (and its notebook) and
+        public tests."""
         files = {"README.md": self.root / "README.md"}
-        for folder in ("starter", "public_tests"):
-            for path in sorted((self.root / folder).glob("*.py")):
+        for folder, pattern in (("starter", "*.py"), ("starter", "*.ipynb"),
+                                ("public_tests", "*.py")):
+            for path in sorted((self.root / folder).glob(pattern)):
                 files[f"{folder}/{path.name}"] = path
         return files
 

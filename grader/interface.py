@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from grader.source import parse_python
+from grader.parsing import parse_python
 
 _PRIVATE_PARAMETERS = frozenset({"mistakes"})
 

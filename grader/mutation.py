@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from grader.source import parse_python
+from grader.parsing import parse_python
 
 _MISTAKE_PARAMETER = "mistakes"
 _SKIPPED_FIELDS = frozenset({"annotation", "returns", "type_comment", "decorator_list"})

@@ -22,6 +22,7 @@ from grader.feedback import Diagnosis, diagnoses_from, with_fallback
 from grader.in_process import run_call_in_process, run_in_process
 from grader.interface import missing_name_detail
 from grader.maps import with_attention_maps
+from grader.notebook import NotebookError, assemble_files, with_notebook
 from grader.outcomes import CallOutcome, SubmissionRun
 from grader.source import check_sources, forbidden_references, normalise_files
 from grader.validation import parse_run
@@ -49,11 +50,26 @@ class GradingPipeline:
         seed: int | None = None,
         label: str = "adhoc",
     ) -> dict[str, Any]:
-        """Grade one submission; always a complete document (SandboxUnavailable aside)."""
+        """Grade one submission; always a complete document (SandboxUnavailable aside).
+        A notebook is graded as the entry module assembled from its code cells, and its
+        document cites cells (``grader/notebook.py``)."""
         started = time.perf_counter()
         seed = secrets.randbits(31) if seed is None else seed
-        files = normalise_files(files, assignment.entry)
         facts = RunFacts(seed=seed, backend=self.backend.name, termination="not-run")
+        try:
+            files, notebook = assemble_files(files, assignment.entry)
+        except NotebookError as error:
+            return unrunnable_document(assignment, "interface-error", str(error), facts,
+                                       time.perf_counter() - started)
+        document = self._grade(assignment, files, seed, label, facts, started)
+        if notebook is None:
+            return document
+        return with_notebook(document, notebook, entry=assignment.entry,
+                             graded_names=assignment.required_names)
+
+    def _grade(self, assignment: Assignment, files: Mapping[str, bytes], seed: int, label: str,
+               facts: RunFacts, started: float) -> dict[str, Any]:
+        files = normalise_files(files, assignment.entry)
         problem = check_sources(files, assignment.entry)
         if problem is not None:
             return unrunnable_document(assignment, problem.code, problem.message, facts,

@@ -28,6 +28,10 @@ def render_report(document: dict[str, Any], *, plots: bool = True) -> str:
             if plots:
                 lines += attention_map_lines(diagnosis.get("attention_map"), "    ")
     meta = document.get("autograde", {})
+    notebook = meta.get("notebook")
+    if isinstance(notebook, Mapping) and notebook.get("notes"):
+        lines += ["", "Left out of your notebook (never run by the grader):",
+                  *(line for note in notebook["notes"] for line in _wrapped(str(note), "  "))]
     if meta.get("stdout"):
         lines += ["", "Your program printed:", *_wrapped(meta["stdout"][:2000], "    | ")]
     if meta:

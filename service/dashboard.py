@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
+from grader.notebook import CELL_REF
 from service.courses import course_role
 from service.errors import ServiceError
 from service.gradebook import Scored, counted_score, scored_submissions, standings
@@ -370,12 +371,7 @@ def pointed_lines(results: Mapping[str, Any] | None, file_names: list[str],
     A lone file is graded as the assignment's entry file, so references to ``entry`` land on it.
     """
     found: dict[str, dict[int, list[str]]] = {}
-    if not results:
-        return found
-    notes: list[tuple[str, str]] = [(d["code"], d.get("message", ""))
-                                    for d in results.get("diagnoses", [])]
-    notes += [(f"check {t['number']}", t.get("output", "")) for t in results.get("tests", [])]
-    for label, text in notes:
+    for label, text in _notes(results):
         for pattern in _LINE_REFS:
             for match in pattern.finditer(text or ""):
                 name = _file_for(match["file"].strip(), file_names, entry)
@@ -385,6 +381,28 @@ def pointed_lines(results: Mapping[str, Any] | None, file_names: list[str],
                 if label not in labels:
                     labels.append(label)
     return found
+
+
+def pointed_cells(results: Mapping[str, Any] | None) -> dict[int, dict[int, list[str]]]:
+    """Lines of a notebook's cells that diagnoses or check outputs point at (``cell 4, line 7``),
+    with why: cell -> line -> labels."""
+    found: dict[int, dict[int, list[str]]] = {}
+    for label, text in _notes(results):
+        for match in CELL_REF.finditer(text or ""):
+            labels = found.setdefault(int(match["cell"]), {}).setdefault(int(match["line"]), [])
+            if label not in labels:
+                labels.append(label)
+    return found
+
+
+def _notes(results: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """What the document says, each with its label: diagnoses by code, check outputs by number."""
+    if not results:
+        return []
+    notes: list[tuple[str, str]] = [(d["code"], d.get("message", ""))
+                                    for d in results.get("diagnoses", [])]
+    notes += [(f"check {t['number']}", t.get("output", "")) for t in results.get("tests", [])]
+    return notes
 
 
 def _file_for(name: str, file_names: list[str], entry: str) -> str | None:

@@ -34,6 +34,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from grader.notebook import NOTEBOOK_SUFFIX, NotebookError, read_notebook
 from service.db import rows_changed
 from service.gradebook import gradebook
 from service.models import (
@@ -162,7 +163,8 @@ def boilerplate_of(assignment: CourseAssignment) -> list[str]:
 
 
 def counted_sources(session: Session, assignment: CourseAssignment) -> dict[str, str]:
-    """Each student's counted submission as one text (its .py files in name order)."""
+    """Each student's counted submission as one text (its .py files and notebook in name
+    order)."""
     owners = {row.standing.counted.submission_id: row.user.username
               for row in gradebook(session, assignment) if row.standing.counted is not None}
     sources: dict[str, list[str]] = {}
@@ -172,10 +174,23 @@ def counted_sources(session: Session, assignment: CourseAssignment) -> dict[str,
                        SubmissionFile.content)
                 .where(SubmissionFile.submission_id.in_(list(owners)))
                 .order_by(SubmissionFile.submission_id, SubmissionFile.name)):
-            if name.endswith(".py"):
-                sources.setdefault(owners[submission_id], []).append(
-                    content.decode("utf-8", errors="replace"))
+            text = source_text(name, content)
+            if text is not None:
+                sources.setdefault(owners[submission_id], []).append(text)
     return {user: "\n".join(parts) for user, parts in sources.items()}
+
+
+def source_text(name: str, content: bytes) -> str | None:
+    """The code of a submitted file: a .py file's text, a notebook's code cells one after
+    the other; None for anything else."""
+    if name.endswith(".py"):
+        return content.decode("utf-8", errors="replace")
+    if name.endswith(NOTEBOOK_SUFFIX):
+        try:
+            return "\n".join(cell.source for cell in read_notebook(content))
+        except NotebookError:
+            return None
+    return None
 
 
 def comparison_key(sources: Mapping[str, str], boilerplate: Sequence[str]) -> str:

@@ -1,4 +1,5 @@
-"""Reading a submission's files from an upload: ``.py`` files, or one zip checked entry by entry."""
+"""Reading a submission's files from an upload: ``.py`` files, a notebook (kept without its
+outputs), or one zip checked entry by entry."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 from werkzeug.datastructures import FileStorage
 
+from grader.notebook import NOTEBOOK_SUFFIX, NotebookError, read_notebook, without_outputs
 from service.errors import ServiceError, TooLarge, UnsupportedMedia
 
 ZIP_MAGIC = b"PK\x03\x04"
@@ -50,12 +52,18 @@ def read_upload(parts: Iterable[FileStorage], limits: UploadLimits) -> dict[str,
             _merge(files, read_zip(data, limits))
         elif name.endswith(".py"):
             _merge(files, {name: data})
+        elif name.endswith(NOTEBOOK_SUFFIX):
+            _merge(files, {name: read_notebook_upload(name, data, limits)})
         else:
-            raise UnsupportedMedia(f"{name or 'an unnamed part'!r} is neither a .py file nor a "
-                                   ".zip archive; submit Python source files or one zip of them.")
+            raise UnsupportedMedia(f"{name or 'an unnamed part'!r} is neither a .py file, a "
+                                   ".ipynb notebook nor a .zip archive; submit Python source "
+                                   "files, one notebook or one zip of them.")
     if not files:
         raise ServiceError("No files were submitted: send one or more .py files (form field "
-                           "`files`) or a .zip of them.")
+                           "`files`), one .ipynb notebook or a .zip of them.")
+    if sum(name.endswith(NOTEBOOK_SUFFIX) for name in files) > 1:
+        raise ServiceError("Several notebooks were submitted; submit one notebook (with any "
+                           ".py files it imports).")
     if len(files) > limits.max_files:
         raise ServiceError(f"{len(files)} files submitted; at most {limits.max_files} are "
                            "accepted per submission.")
@@ -64,6 +72,21 @@ def read_upload(parts: Iterable[FileStorage], limits: UploadLimits) -> dict[str,
             raise TooLarge(f"{name} is {len(data) // 1024} KiB; a file may have at most "
                            f"{limits.max_file_bytes // 1024} KiB.")
     return files
+
+
+def read_notebook_upload(name: str, data: bytes, limits: UploadLimits) -> bytes:
+    """The notebook as it is stored: checked to be gradable and its outputs stripped. The part
+    may be larger than a file (outputs take room) up to what is read of a part; what is kept
+    is a file like any other and meets the file limit."""
+    if len(data) > limits.max_file_bytes * 4:
+        raise TooLarge(f"{name} is more than {limits.max_file_bytes * 4 // 1024} KiB; clear "
+                       "its outputs (Edit > Clear outputs of all cells) and submit it again.")
+    try:
+        stored = without_outputs(data)
+        read_notebook(stored)  # gradable: code cells with code in them
+        return stored
+    except NotebookError as error:
+        raise UnsupportedMedia(f"{name}: {error}") from None
 
 
 def read_zip(data: bytes, limits: UploadLimits) -> dict[str, bytes]:

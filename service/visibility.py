@@ -15,7 +15,7 @@ from typing import Any
 from grader.feedback import CATALOGUE
 
 _STUDENT_META = ("assignment", "assignment_version", "seed", "backend", "termination",
-                 "stdout", "stderr", "output_truncated")
+                 "stdout", "stderr", "output_truncated", "notebook")
 
 
 def released(visibility: str, *, now: datetime, due_at: datetime | None,

@@ -84,7 +84,7 @@ def openapi_document() -> dict[str, Any]:
             _SLUG, {"name": "name", "in": "path", "required": True,
                     "schema": {"type": "string"}}, _COURSE)},
         "/api/v1/assignments/{slug}/submissions": {"post": _op(
-            "Submit .py files or one .zip of them; graded asynchronously",
+            "Submit .py files, one .ipynb notebook or one .zip of them; graded asynchronously",
             {"202": submission, **_problems(400, 401, 403, 404, 409, 413, 415, 429)},
             _SLUG, _COURSE,
             body={"required": True, "content": {"multipart/form-data": {"schema": {

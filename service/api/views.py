@@ -96,7 +96,7 @@ def create_submission(slug: str) -> tuple[Response, int, dict[str, str]]:
     target = _assignment(slug)
     if request.mimetype != "multipart/form-data":
         raise UnsupportedMedia("Send the files as multipart/form-data (field `files`): one or "
-                               "more .py files, or one .zip of them.")
+                               "more .py files, one .ipynb notebook, or one .zip of them.")
     files = read_upload([part for _, part in request.files.items(multi=True)],
                         UploadLimits.from_config(current_app.config))
     submission = submit(session(), user=current_user(), assignment=target, files=files,

@@ -53,7 +53,8 @@ def register(commands: Commands) -> None:
 
     submit = commands.add("student", "submit", "submit files for grading and show the report")
     submit.add_argument("files", nargs="+", type=Path, metavar="FILE",
-                        help="the .py files of the submission, or one .zip of them")
+                        help="the .py files of the submission, one .ipynb notebook, or one "
+                             ".zip of them")
     submit.add_argument("--assignment", required=True, metavar="SLUG",
                         help="the assignment (`autograde assignments` lists them)")
     submit.add_argument("--course", metavar="CODE",

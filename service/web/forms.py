@@ -29,7 +29,7 @@ class LoginForm(Form):
 
 
 class SubmitForm(Form):
-    files = MultipleFileField("Upload .py files or one .zip")
+    files = MultipleFileField("Upload .py files, one .ipynb notebook or one .zip")
     code = TextAreaField("…or paste your code", validators=[Optional(),
                                                             Length(max=256 * 1024)])
     filename = StringField("File name for pasted code", validators=[

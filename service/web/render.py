@@ -11,6 +11,8 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup
 
+from grader.notebook import NotebookError, read_notebook, source_lines
+
 # CommonMark with raw HTML off: HTML in the source is shown as text, and markdown-it refuses
 # javascript:, vbscript: and data: links by itself.
 _MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
@@ -66,3 +68,17 @@ def code_file(name: str, content: bytes, notes: dict[int, list[str]]) -> CodeFil
     lines = text.splitlines() or [""]
     return CodeFile(name, [CodeLine(i, line, notes.get(i, []))
                            for i, line in enumerate(lines, start=1)], b"\0" in content)
+
+
+def notebook_cells(name: str, content: bytes, notes: dict[int, dict[int, list[str]]]
+                   ) -> list[CodeFile]:
+    """A stored notebook as its code cells, each shown as a file named after its cell (the
+    numbers the document's ``cell N, line M`` refer to); the raw text if it cannot be read."""
+    try:
+        cells = read_notebook(content)
+    except NotebookError:
+        return [code_file(name, content, {})]
+    return [CodeFile(f"{name}, cell {cell.number}",
+                     [CodeLine(i, line, notes.get(cell.number, {}).get(i, []))
+                      for i, line in enumerate(source_lines(cell.source) or [""], start=1)],
+                     "\0" in cell.source) for cell in cells]

@@ -20,9 +20,10 @@ from werkzeug.datastructures import FileStorage
 from werkzeug.wrappers import Response as BaseResponse
 
 from assignments.spec import load_spec
+from grader.notebook import NOTEBOOK_SUFFIX
 from service.catalogue import assignment_detail, public_file
 from service.courses import course_role, find_assignment, visible_assignments
-from service.dashboard import counted_scores, pointed_lines, taught_courses
+from service.dashboard import counted_scores, pointed_cells, pointed_lines, taught_courses
 from service.db import session
 from service.errors import ServiceError
 from service.gradebook import deadline_of
@@ -43,7 +44,7 @@ from service.submissions import (
 from service.uploads import UploadLimits, read_upload
 from service.web.forms import ButtonForm, LoginForm, SubmitForm
 from service.web.pages import page_blueprint
-from service.web.render import code_file, markdown
+from service.web.render import code_file, markdown, notebook_cells
 from service.web.security import throttled_authenticate
 from service.web.session_auth import log_in, log_out, login_page, page_user, web_user
 
@@ -213,6 +214,12 @@ def result_context(found: Submission, viewer: User) -> dict[str, Any]:
     body = submission_json(session(), found, viewer)
     names = [f.name for f in found.files]
     notes = pointed_lines(body["results"], names, load_spec(found.assignment.slug).entry)
-    return {"submission": found, "body": body, "results": body["results"],
-            "files": [code_file(f.name, f.content, notes.get(f.name, {})) for f in found.files],
+    cells = pointed_cells(body["results"])
+    files = []
+    for f in found.files:
+        if f.name.endswith(NOTEBOOK_SUFFIX):
+            files += notebook_cells(f.name, f.content, cells)
+        else:
+            files.append(code_file(f.name, f.content, notes.get(f.name, {})))
+    return {"submission": found, "body": body, "results": body["results"], "files": files,
             "finished": body["status"] in FINISHED}

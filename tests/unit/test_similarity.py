@@ -10,7 +10,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.similarity import FLOOR, compare, segments, threshold
+from service.similarity import FLOOR, compare, segments, source_text, threshold
+from tests.notebookkit import notebook
 from tests.similaritykit import distinct_submission, near_copy, seeded_class
 
 STARTER = (Path(__file__).resolve().parents[2] / "assignments" / "attention" / "starter"
@@ -78,3 +79,13 @@ def test_segments_are_the_code_cut_and_nothing_else(code: str,
     assert "".join(text for text, _ in parts) == code
     assert all(text for text, _ in parts)
     assert all(a[1] != b[1] for a, b in pairwise(parts))
+
+
+def test_a_notebook_is_compared_by_its_code_cells() -> None:
+    data = notebook(("markdown", "# prose is not code"), ("code", "import torch"),
+                    ("code", "def attention(q, k, v, allowed):\n    return q, q"))
+    assert source_text("lab.ipynb", data) == ("import torch\ndef attention(q, k, v, allowed):\n"
+                                              "    return q, q")
+    assert source_text("a.py", b"x = 1\n") == "x = 1\n"
+    assert source_text("lab.ipynb", b"{broken") is None
+    assert source_text("notes.txt", b"x") is None

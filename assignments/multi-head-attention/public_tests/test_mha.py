@@ -14,7 +14,10 @@ B, T, TK, D, H = 2, 5, 7, 12, 3
 
 
 @pytest.fixture(scope="module")
-def mha_class():
+def mha_class(pytestconfig):
+    kernel = getattr(pytestconfig, "autograde_namespace", None)
+    if kernel is not None:  # run by autograde.check() in a notebook: the kernel's own
+        return kernel["ManualMultiHeadAttention"]
     path = Path(os.environ.get("SUBMISSION", DEFAULT)).resolve()
     spec = importlib.util.spec_from_file_location("student_mha", path)
     module = importlib.util.module_from_spec(spec)
