@@ -43,10 +43,10 @@ def test_the_grader_parses_python_only_through_the_one_parser_that_serialises_th
                     and node.func.attr == "parse" and isinstance(node.func.value, ast.Name)
                     and node.func.value.id == "ast"):
                 direct.append(f"{path.name}:{node.lineno}")
-    assert direct == ["source.py:" + str(_parse_line())]
+    assert direct == ["parsing.py:" + str(_parse_line())]
 
 
 def _parse_line() -> int:
-    source = (ROOT / "grader" / "source.py").read_text(encoding="utf-8")
+    source = (ROOT / "grader" / "parsing.py").read_text(encoding="utf-8")
     return next(n for n, line in enumerate(source.splitlines(), 1)
                 if "return ast.parse(" in line)
