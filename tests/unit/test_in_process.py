@@ -34,16 +34,17 @@ def test_a_seeded_dropout_forward_gives_the_same_values_beside_other_threads() -
             assert all(torch.equal(a, b) for a, b in zip(alone, together, strict=True))
 
 
-def test_the_grader_parses_python_only_through_the_one_parser_that_serialises_threads() -> None:
+def test_python_is_parsed_only_through_the_one_parser_that_serialises_threads() -> None:
     # ast.parse from two threads at once can fail in CPython 3.11 (python/cpython#106905).
     direct = []
-    for path in sorted((ROOT / "grader").glob("*.py")):
+    for path in sorted(p for package in ("grader", "service", "assignments", "autograde")
+                       for p in (ROOT / package).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                     and node.func.attr == "parse" and isinstance(node.func.value, ast.Name)
                     and node.func.value.id == "ast"):
-                direct.append(f"{path.name}:{node.lineno}")
-    assert direct == ["parsing.py:" + str(_parse_line())]
+                direct.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert direct == ["grader/parsing.py:" + str(_parse_line())]
 
 
 def _parse_line() -> int:
