@@ -24,7 +24,7 @@ MISTAKES: list[KnownMistake] = [
                  "the values are rotated like the keys"),
     KnownMistake("rope-offset-not-continued", "rope-offset-not-continued",
                  "with a cache, the new queries and keys are rotated as positions 0, 1, ... "
-                 "(the cache length is not added)"),
+                 "(the cache length is not added; the causal mask is right)"),
     KnownMistake("rope-interleaved", "rope-wrong-pairing",
                  "neighbouring features (0, 1), (2, 3), ... (interleaved) instead of feature i "
                  "with feature i + head_dim/2 (the two halves)"),
@@ -122,9 +122,8 @@ class ManualMultiHeadAttention(nn.Module):
                 if offset is not None and offset != past:
                     raise ValueError(f"position offset {offset} does not continue a cache of "
                                      f"{past} tokens")
-        start = 0 if "rope-offset-not-continued" in m else past
-        q_offset = start if query_position_offset is None else query_position_offset
-        k_offset = start if key_position_offset is None else key_position_offset
+        q_offset = past if query_position_offset is None else query_position_offset
+        k_offset = past if key_position_offset is None else key_position_offset
 
         source = query if key_value is None else key_value
         batch, t_q, _ = query.shape
@@ -133,10 +132,13 @@ class ManualMultiHeadAttention(nn.Module):
         k = self._split(self.k_proj(source))
         v = self._split(self.v_proj(source))
         if self.use_rope:
-            q = self._rotate(q, q_offset)
-            k = self._rotate(k, k_offset)
+            rope_start = 0 if "rope-offset-not-continued" in m else past
+            rope_q = rope_start if query_position_offset is None else query_position_offset
+            rope_k = rope_start if key_position_offset is None else key_position_offset
+            q = self._rotate(q, rope_q)
+            k = self._rotate(k, rope_k)
             if "rope-on-values" in m:
-                v = self._rotate(v, k_offset)
+                v = self._rotate(v, rope_k)
 
         new_padding = (torch.ones(batch, t_k, dtype=torch.bool, device=query.device)
                        if key_padding_mask is None else key_padding_mask)
