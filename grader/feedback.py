@@ -173,6 +173,12 @@ CATALOGUE: Mapping[str, CodeText] = {
         "On {input}, your outputs match a rotation that pairs {variant}.",
         "Reread which features the statement rotates together: feature i with feature "
         "i + head_dim/2 of the same head (the two halves), each pair by its own frequency."),
+    "cache-wrong-axis": CodeText(
+        "cache concatenated on the wrong axis",
+        "On {input}, your code fails the way joining the cached and the new keys along "
+        "{variant} (instead of the sequence axis) fails: {detail}.",
+        "The cache is (B, H, S, Dh): the tokens run along dim=2. Cached keys and values come "
+        "first, this call's after them, on that axis.", evidence="matches-reference"),
     "cache-missing-new-keys": CodeText(
         "returned cache lacks this call's keys",
         "On {input}, your returned cache matches one that {variant}.",

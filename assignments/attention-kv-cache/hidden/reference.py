@@ -18,6 +18,11 @@ from assignments.model import KnownMistake
 
 # The same lines: the cache handed on is either the old one or a rebuilt one.
 _RETURNED = frozenset({"cache-not-updated", "cache-padding-lost"})
+_AXES = frozenset({"cache-cat-heads-axis", "cache-cat-last-axis"})
+# A concatenation on the wrong axis raises at the first call with a cache, so every mistake that
+# shows only in calls with a cache is hidden behind it: such a pair shows one code.
+_AFTER_THE_CACHE = frozenset({"rope-offset-not-continued", "cache-not-updated",
+                              "causal-not-shifted", "cache-padding-lost"})
 
 MISTAKES: list[KnownMistake] = [
     KnownMistake("rope-on-values", "rope-on-values",
@@ -31,6 +36,12 @@ MISTAKES: list[KnownMistake] = [
     KnownMistake("cache-not-updated", "cache-missing-new-keys",
                  "is the cache that was passed in, unchanged (a first call without a cache "
                  "returns its own keys)", excludes=_RETURNED - {"cache-not-updated"}),
+    KnownMistake("cache-cat-heads-axis", "cache-wrong-axis",
+                 "the heads axis (dim=1) of the (B, H, S, Dh) cache", crashes=True,
+                 excludes=_AXES - {"cache-cat-heads-axis"} | _AFTER_THE_CACHE),
+    KnownMistake("cache-cat-last-axis", "cache-wrong-axis",
+                 "the feature axis (dim=-1) of the (B, H, S, Dh) cache", crashes=True,
+                 excludes=_AXES - {"cache-cat-last-axis"} | _AFTER_THE_CACHE),
     KnownMistake("causal-not-shifted", "cache-causal-not-shifted",
                  "causal triangle taken from the top-left corner of the (Tq, S) scores"),
     KnownMistake("cache-padding-lost", "cache-padding-lost",
@@ -148,8 +159,9 @@ class ManualMultiHeadAttention(nn.Module):
             cached_padding = cache.key_padding_mask
             if "cache-padding-lost" in m:
                 cached_padding = torch.ones_like(cached_padding)
-            keys = torch.cat([cache.key, k], dim=2)
-            values = torch.cat([cache.value, v], dim=2)
+            axis = 1 if "cache-cat-heads-axis" in m else -1 if "cache-cat-last-axis" in m else 2
+            keys = torch.cat([cache.key, k], dim=axis)
+            values = torch.cat([cache.value, v], dim=axis)
             padding = torch.cat([cached_padding, new_padding], dim=1)
         t_all = keys.shape[2]
 
