@@ -61,8 +61,8 @@ def test_every_spec_code_has_a_message_and_a_hint() -> None:
         "output-limit",
         # attention-kv-cache (issue 18)
         "rope-on-values", "rope-offset-not-continued", "rope-wrong-pairing",
-        "cache-wrong-axis", "cache-missing-new-keys", "cache-causal-not-shifted", "cache-padding-lost",
-        "query-padding-ignored", "misuse-accepted",
+        "cache-wrong-axis", "cache-missing-new-keys", "cache-causal-not-shifted",
+        "cache-padding-lost", "query-padding-ignored", "misuse-accepted",
     }
     assert set(CATALOGUE) == spec_codes
     for code, text in CATALOGUE.items():

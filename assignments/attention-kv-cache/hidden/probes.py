@@ -7,6 +7,7 @@ student's code returned it, and every step's output and returned cache are compa
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
@@ -37,11 +38,12 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
     def module_call(name: str, group: str, describe: str, forwards: list[dict[str, Any]], *,
                     use_rope: bool = True, init: dict[str, Any] | None = None,
                     train: bool = False, **extra: Any) -> None:
+        kwargs = {"dropout": 0.0, "bias": True, "use_rope": use_rope, "rope_base": ROPE_BASE,
+                  **(init or {})}
         spec: dict[str, Any] = {
             "target": "ManualMultiHeadAttention",
-            "init": {"args": [D, H], "kwargs": {"dropout": 0.0, "bias": True,
-                                                "use_rope": use_rope, "rope_base": ROPE_BASE,
-                                                **(init or {})}},
+            "init": {"args": [D, H], "kwargs": {name: value for name, value in kwargs.items()
+                                                if value is not None}},
             "parameters": weights,
             "train": train,
             "forward": forwards,
@@ -63,7 +65,7 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
         """The sequence cut at ``bounds``, each piece an input of its own."""
         whole = bank.value(sequence)
         return [bank.add(f"{name}.piece{index}", whole[:, start:end].clone())
-                for index, (start, end) in enumerate(zip(bounds, bounds[1:], strict=False))]
+                for index, (start, end) in enumerate(itertools.pairwise(bounds))]
 
     def cached(step: int) -> dict[str, Any]:
         return {"output_of": step, "item": [1]}
@@ -72,12 +74,14 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
     module_call("self-plain", "plain", f"self-attention without RoPE on query "
                 f"{shape_of(bank, q)}", [forward(q)], use_rope=False)
     q = x("self-rope.query")
-    module_call("self-rope", "rope", f"self-attention with use_rope=True on query "
-                f"{shape_of(bank, q)}", [forward(q, grad=True)])
+    # The default rope_base (10000) is part of the contract too: these two calls leave it out.
+    default_base = {"rope_base": None}
+    module_call("self-rope", "rope", f"self-attention with use_rope=True (default rope_base) "
+                f"on query {shape_of(bank, q)}", [forward(q, grad=True)], init=default_base)
     q, kv = x("cross-rope.query", 5), x("cross-rope.key_value", TK)
-    module_call("cross-rope", "rope", f"cross-attention with use_rope=True from query "
-                f"{shape_of(bank, q)} to key_value {shape_of(bank, kv)}",
-                [forward(q, key_value=tensor(kv))])
+    module_call("cross-rope", "rope", f"cross-attention with use_rope=True (default rope_base) "
+                f"from query {shape_of(bank, q)} to key_value {shape_of(bank, kv)}",
+                [forward(q, key_value=tensor(kv))], init=default_base)
 
     q = x("offsets.query", 4)
     module_call("offsets", "offsets", f"causal self-attention with use_rope=True on query "
@@ -139,6 +143,10 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
                 [forward(q, query_padding_mask=tensor(real_key),
                          key_padding_mask=tensor(real_key))])
 
+    calls.append(ProbeCall(
+        "bad-heads", {"target": "ManualMultiHeadAttention",
+                      "init": {"args": [10, 3], "kwargs": {}}, "forward": []},
+        "validation", "ManualMultiHeadAttention(d_model=10, num_heads=3)"))
     calls.append(ProbeCall(
         "odd-rope", {"target": "ManualMultiHeadAttention",
                      "init": {"args": [12, 4], "kwargs": {"use_rope": True}}, "forward": []},

@@ -50,6 +50,8 @@ MISTAKES: list[KnownMistake] = [
                  excludes=_RETURNED - {"cache-padding-lost"}),
     KnownMistake("query-padding-ignored", "query-padding-ignored",
                  "query_padding_mask never applied"),
+    KnownMistake("missing-validation", "missing-validation",
+                 "no ValueError when d_model % num_heads != 0"),
     KnownMistake("odd-head-rope-accepted", "misuse-accepted",
                  "no ValueError for use_rope=True with an odd head_dim"),
     KnownMistake("cache-without-use-cache-accepted", "misuse-accepted",
@@ -93,7 +95,7 @@ class ManualMultiHeadAttention(nn.Module):
                  use_rope: bool = False, rope_base: float = 10000.0,
                  mistakes: frozenset[str] = frozenset()) -> None:
         super().__init__()
-        if d_model % num_heads != 0:
+        if d_model % num_heads != 0 and "missing-validation" not in mistakes:
             raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
         head_dim = d_model // num_heads
         if use_rope and head_dim % 2 and "odd-head-rope-accepted" not in mistakes:
@@ -193,7 +195,8 @@ class ManualMultiHeadAttention(nn.Module):
         weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
         weights = F.dropout(weights, p=self.dropout, training=self.training)
         heads = weights @ values
-        output = self.out_proj(heads.transpose(1, 2).reshape(batch, t_q, self.d_model))
+        output: torch.Tensor = self.out_proj(heads.transpose(1, 2).reshape(batch, t_q,
+                                                                          self.d_model))
         if real_query is not None:
             output = output.masked_fill(~real_query[:, 0], 0.0)
         if not use_cache:
