@@ -544,8 +544,10 @@ def _describe_returned(value: Any, key: str, tensors: dict[str, torch.Tensor],
         return {"kind": "tensor", "key": key}
     if isinstance(value, torch.Tensor):
         return {"kind": "tensor-subclass", "type": type(value).__name__[:80]}
-    kind = ("list" if type(value) is list else
-            "tuple" if isinstance(value, tuple) else None)  # a named tuple is a tuple
+    # The returned value itself must be a plain tuple or list (a subclass of one is "other", of
+    # the wrong form); inside it, a named tuple (the cache of ``(output, cache)``) is a tuple.
+    kind = ("list" if type(value) is list else "tuple" if type(value) is tuple or (
+        depth > 0 and isinstance(value, tuple)) else None)
     if kind is not None and depth < MAX_RETURNED_DEPTH:
         # tuple's own methods, not a subclass's: a named tuple is read as the tuple it is.
         items = list.__getitem__(value, slice(0, 8)) if kind == "list" else \
