@@ -252,7 +252,9 @@ def _structure(returned: Any, depth: int = 0) -> tuple[str, list[str | None]]:
         for item in items:
             form, item_keys = _structure(item, depth + 1)
             forms.append(form)
-            keys.extend(item_keys or [None])
+            # One output per item: a tensor's key, a tuple's own items, None for anything else.
+            is_tuple = isinstance(item, dict) and item.get("kind") in {"tuple", "list"}
+            keys.extend(item_keys if item_keys or is_tuple else [None])
         if len(keys) > MAX_RETURNED_ITEMS:
             raise _Invalid("too many returned items")
         return f"{described}({', '.join(forms)})", keys
