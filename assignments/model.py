@@ -28,6 +28,11 @@ class KnownMistake:
     Mistakes that only touch gradients, dtypes or inputs are recognised from those directly."""
     excludes: frozenset[str] = frozenset()
     """Mistake ids that cannot co-occur with this one (they change the same line)."""
+    crashes: bool = False
+    """Whether the mistake makes the code raise where the reference returns (a concatenation
+    along the wrong axis: torch refuses the shapes). A student's call that raises the same
+    exception, with the same message, at the same step is then evidence of this mistake, not
+    just consistent with it; the message carries the shapes, so another bug rarely matches."""
     forms: tuple[str, ...] = ()
     """Switches for other ways of writing the same mistake whose outputs differ (a finite fill
     such as -1e9 instead of -inf, which only matters once the softmax axis is wrong). The

@@ -88,6 +88,7 @@ def check_kinds() -> dict[str, CallJudge]:
         "inputs-unchanged": _inputs_unchanged,
         "causal-no-leak": _causal_no_leak,
         "deterministic-in-eval": _deterministic_in_eval,
+        "decoding-matches-full": _decoding_matches_full,
     }
 
 
@@ -123,20 +124,52 @@ def structure_problem(got: Forward, want: Forward) -> str | None:
         return None
     if got.structure != want.structure:
         wanted = {"tensor": "a tensor", "tuple[2]": "a tuple (output, weights)"}.get(
-            want.structure, want.structure)
+            want.structure) or _describe_structure(want.structure)
         return f"it returned {_describe_structure(got.structure)}, expected {wanted}."
     if _swapped(got.outputs, want.outputs):
         return ("it returned the two items the other way round: the contract is "
                 "(output, weights).")
+    paths = leaf_paths(want.structure, len(want.outputs))
     for index, (g, w) in enumerate(zip(got.outputs, want.outputs, strict=True)):
         if w is None:
             continue
         if g is None:
-            return f"returned item {index} is not a plain torch.Tensor."
-        if g.shape != w.shape:
-            return (f"returned item {index} has shape {tuple(g.shape)}, "
+            return f"returned item {paths[index]} is not a plain torch.Tensor."
+        # The items of a nested value (the state handed to the next call, such as a cache)
+        # are values: another shape there is a wrong value, judged as one.
+        if g.shape != w.shape and "][" not in paths[index]:
+            return (f"returned item {paths[index]} has shape {tuple(g.shape)}, "
                     f"expected {tuple(w.shape)}.")
     return None
+
+
+def leaf_paths(structure: str, count: int) -> list[str]:
+    """How each of a forward's ``count`` outputs is named to the student: ``0`` and ``1`` for
+    the items of a flat tuple, ``[1][0]`` for item 0 of the tuple returned as item 1."""
+    if "(" not in structure:
+        return [str(index) for index in range(count)]
+    paths: list[str] = []
+    inner = structure[structure.index("(") + 1:-1]
+    depth, item, start = 0, 0, 0
+    for position, char in enumerate(inner + ","):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            form = inner[start:position].strip()
+            if "(" in form:
+                paths.extend(f"[{item}]{path}" for path in leaf_paths(form, _leaves(form)))
+            else:
+                paths.append(f"[{item}]")
+            item, start = item + 1, position + 1
+    return paths + [str(index) for index in range(len(paths), count)]
+
+
+def _leaves(form: str) -> int:
+    """How many outputs a nested item's form stands for (its items, each one output)."""
+    depth, count = 0, 1
+    for char in form[form.index("(") + 1:-1]:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        count += char == "," and depth == 0
+    return count
 
 
 def _swapped(got: tuple[torch.Tensor | None, ...], want: tuple[torch.Tensor | None, ...]) -> bool:
@@ -154,6 +187,8 @@ def _swapped(got: tuple[torch.Tensor | None, ...], want: tuple[torch.Tensor | No
 def _describe_structure(structure: str) -> str:
     if structure == "tensor":
         return "a single tensor"
+    if structure.startswith(("tuple", "list")) and "(" in structure:
+        return f"a {structure}"  # nested: each item's form spelled out
     if structure.startswith(("tuple", "list")):
         return f"a {structure.replace('[', ' of ').replace(']', ' items')}"
     return f"a value of type {structure}"
@@ -177,10 +212,18 @@ def _matches_reference(call: ProbeCall, student: CallOutcome, reference: CallOut
 
 def _value_difference(got: Forward, want: Forward) -> str:
     names = ["the output", "the weights"]
+    paths = leaf_paths(want.structure, len(want.outputs))
     for index, (g, w) in enumerate(zip(got.outputs, want.outputs, strict=True)):
         if g is None or w is None or tensors_close(g, w):
             continue
-        name = names[index] if index < len(names) and len(got.outputs) > 1 else "the output"
+        if "][" in paths[index]:  # an item of the state handed on (a cache)
+            if g.shape != w.shape:
+                return (f"returned item {paths[index]} has shape {tuple(g.shape)}, "
+                        f"expected {tuple(w.shape)}.")
+            name = f"returned item {paths[index]}"
+        else:
+            name = (names[index] if index < len(names) and len(got.outputs) > 1
+                    else "the output")
         if torch.isnan(g.double()).any():
             return f"{name} contains NaN."
         return f"{name} differs from the expected values by up to {max_difference(g, w):.3g}."
@@ -318,6 +361,41 @@ def _deterministic_in_eval(call: ProbeCall, student: CallOutcome, reference: Cal
     if not tensors_close(outputs[0], expected):
         return "eval-mode outputs differ from the expected values (dropout still applied?)."
     return None
+
+
+def _decoding_matches_full(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
+                           context: CheckContext) -> str | None:
+    """The call's first forward is one pass over a whole sequence, the next ones decode it
+    piece by piece (each handed the state the previous one returned): the pieces' first outputs,
+    joined along the sequence axis (dim 1), must equal the whole pass's first output. The
+    student is compared with themself: a property of their own code, not of the reference."""
+    if not student.forwards or len(student.forwards) < len(reference.forwards):
+        return "the call stopped before all of its steps ran."
+    first_outputs = [forward.outputs[0] if forward.outputs else None
+                     for forward in student.forwards]
+    if any(output is None or output.dim() < 2 for output in first_outputs):
+        return "a step did not return an output tensor."
+    whole, pieces = first_outputs[0], first_outputs[1:]
+    assert whole is not None
+    if any(piece.shape[0] != whole.shape[0] or piece.shape[2:] != whole.shape[2:]
+           for piece in pieces if piece is not None):
+        return "the decoding steps returned outputs of another shape than the whole pass."
+    joined = torch.cat([piece for piece in pieces if piece is not None], dim=1)
+    expected = reference.forwards[0].outputs[0] if reference.forwards[0].outputs else None
+    precision = expected.dtype if expected is not None else None
+    if tensors_close(joined, whole, precision=precision):
+        return None
+    if joined.shape != whole.shape:
+        return (f"the decoding steps returned {joined.shape[1]} positions in all, the whole "
+                f"pass {whole.shape[1]}.")
+    atol, _ = tolerance(precision or whole.dtype)
+    per_position = (joined.double() - whole.double()).abs().transpose(0, 1).reshape(
+        joined.shape[1], -1).amax(dim=1)
+    departing = torch.nonzero(~(per_position <= atol)).flatten()  # NaN departs too
+    first = int(departing[0]) if departing.numel() else 0
+    return (f"decoding step by step with the cache gave other outputs than one causal pass "
+            f"over the whole sequence, by up to {max_difference(joined, whole):.3g}, from "
+            f"position {first} on.")
 
 
 def input_positions(call: ProbeCall, forward_index: int) -> dict[str, str]:

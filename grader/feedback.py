@@ -156,6 +156,58 @@ CATALOGUE: Mapping[str, CodeText] = {
         "{input}: {detail}",
         "d_model must split evenly into num_heads heads; reject it in __init__ with "
         "ValueError.", evidence="raises-value-error"),
+    "rope-on-values": CodeText(
+        "rotary embedding applied to the values",
+        "On {input}, your outputs match attention whose values were rotated too, not only the "
+        "queries and keys.",
+        "Rotary embeddings encode positions in the dot products of queries with keys; the "
+        "values carry content only and are never rotated."),
+    "rope-offset-not-continued": CodeText(
+        "rotary positions restart at 0 after the cache",
+        "On {input}, your outputs match rotating the new tokens as if they were at positions "
+        "0, 1, ... instead of continuing after the cached ones.",
+        "A token decoded after S cached tokens is at position S: its query and key are "
+        "rotated by that position's angles, and offsets default to the cache length."),
+    "rope-wrong-pairing": CodeText(
+        "rotary pairs formed differently from the statement",
+        "On {input}, your outputs match a rotation that pairs {variant}.",
+        "Reread which features the statement rotates together: feature i with feature "
+        "i + head_dim/2 of the same head (the two halves), each pair by its own frequency."),
+    "cache-wrong-axis": CodeText(
+        "cache concatenated on the wrong axis",
+        "On {input}, your code fails the way joining the cached and the new keys along "
+        "{variant} (instead of the sequence axis) fails: {detail}.",
+        "The cache is (B, H, S, Dh): the tokens run along dim=2. Cached keys and values come "
+        "first, this call's after them, on that axis.", evidence="matches-reference"),
+    "cache-missing-new-keys": CodeText(
+        "returned cache lacks this call's keys",
+        "On {input}, your returned cache matches one that {variant}.",
+        "The cache you return must hold every key and value the next call attends to: the "
+        "cached ones followed by this call's, and the padding mask of both."),
+    "cache-causal-not-shifted": CodeText(
+        "causal mask not shifted by the cache length",
+        "On {input}, your outputs match a causal mask drawn from the top-left corner of the "
+        "(new queries, all keys) scores, as if there were no cached keys.",
+        "With S cached keys, new query i is at position S + i and sees keys 0..S + i: the "
+        "triangle is shifted right by the cache length."),
+    "cache-padding-lost": CodeText(
+        "padding of the cached keys lost",
+        "On {input}, your outputs match attention in which {variant}.",
+        "Padded keys stay padded after they enter the cache: keep their key_padding_mask in "
+        "the cache and block them in every later call."),
+    "query-padding-ignored": CodeText(
+        "padded queries not zeroed",
+        "On {input}, your outputs at the padded query positions are not zero: they match "
+        "attention without query_padding_mask.",
+        "query_padding_mask (B, Tq) marks real queries with True; the output rows of the "
+        "padded ones must be exactly zero."),
+    "misuse-accepted": CodeText(
+        "a misuse accepted without ValueError",
+        "{input}: {detail}",
+        "The statement lists the combinations of arguments that make no sense (an odd head "
+        "width with RoPE, a cache without use_cache or with key_value, dropout while caching "
+        "in training, offsets that skip the cache): check for each and raise ValueError.",
+        evidence="raises-value-error"),
     "forbidden-api": CodeText(
         "forbidden API used",
         "Your submission calls {detail}, which this assignment forbids: the checks of those "

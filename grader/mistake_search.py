@@ -59,6 +59,7 @@ class MistakeSearch:
         self._variant = variant
         self._hypotheses = list(_hypotheses([m for m in mistakes if m.searched]))
         self._forms = {m.id: m.forms for m in mistakes if m.forms}
+        self._crashing = frozenset(m.id for m in mistakes if m.crashes)
         # Calls whose reference returned values (it did not reject the input).
         self._value_calls = [c.id for c in plan.calls if not _reference_rejects(reference[c.id])]
         self._outcomes: dict[tuple[Hypothesis, str], CallOutcome] = {}
@@ -103,7 +104,8 @@ class MistakeSearch:
     # Whether a hypothesis explains a set of calls, cheapest refusals first.
 
     def _explains(self, hypothesis: Hypothesis, call_ids: list[str]) -> bool:
-        if hypothesis and not any(self._is_evidence(c) for c in call_ids):
+        if hypothesis and not any(self._is_evidence(c) or self._same_crash(hypothesis, c)
+                                  for c in call_ids):
             return False
         if len(hypothesis) > 1 and not self._plausible(hypothesis, call_ids):
             return False
@@ -157,7 +159,18 @@ class MistakeSearch:
         if any(c in self._value_calls and not self._matches_reference(c)
                and self._moves(mistake_id, c) for c in call_ids):
             return True
+        if mistake_id in self._crashing and any(
+                self._same_crash(frozenset({mistake_id}), c) for c in call_ids):
+            return True
         return not any(self._moves(mistake_id, c) for c in self._value_calls)
+
+    def _same_crash(self, hypothesis: Hypothesis, call_id: str) -> bool:
+        """Whether a crashing mistake of the hypothesis shows in the call: the student raised,
+        where the reference returns, exactly the variant's exception (type, message, step)."""
+        if not hypothesis & self._crashing or _reference_rejects(self._reference[call_id]):
+            return False
+        student = _first_crash(self._student[call_id])
+        return student is not None and student == _first_crash(self._outcome(hypothesis, call_id))
 
     # What one call shows, each answer remembered.
 
@@ -284,6 +297,16 @@ def _deterministic(outcome: CallOutcome) -> bool:
     first = outcome.forwards[0] if outcome.forwards else None
     return first is not None and all(
         forwards_match(forward, first).same for forward in outcome.forwards[1:])
+
+
+def _first_crash(outcome: CallOutcome) -> tuple[int, str, str] | None:
+    """(step, exception type, message) of the first step that raised other than ValueError."""
+    for index, forward in enumerate(outcome.forwards):
+        if forward.raised is not None:
+            if forward.raised.value_error:
+                return None
+            return index, forward.raised.type, forward.raised.message
+    return None
 
 
 def _raised_or_nan(outcome: CallOutcome) -> bool:

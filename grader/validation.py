@@ -30,6 +30,7 @@ MAX_TENSORS_PER_CALL = 256
 MAX_EVENTS = 10_000
 MAX_STAGES = 64
 MAX_RETURNED_ITEMS = 16
+MAX_RETURNED_DEPTH = 2  # the runner's: (output, cache) with the cache's items
 MAX_FRAMES = 12
 MAX_INTEGRITY_FLAGS = 32
 
@@ -219,11 +220,16 @@ def _failed(stage_name: str, stage: Mapping[str, Any]) -> Forward:
     return Forward(status=status, raised=raised, stage=stage_name)
 
 
-def _structure(returned: Any) -> tuple[str, list[str | None]]:
-    """A returned value's shape description and the tensor keys of its items."""
+def _structure(returned: Any, depth: int = 0) -> tuple[str, list[str | None]]:
+    """A returned value's shape description and the tensor keys of its items.
+
+    A tuple or list inside the returned one (the cache of ``(output, cache)``) is read the same
+    way, to the runner's depth: its tensors follow in order, and the description names the
+    form of every item (``tuple[2](tensor, tuple[3](tensor, tensor, tensor))``). A flat tuple
+    returned on its own keeps its short description (``tuple[2]``).
+    """
     if not isinstance(returned, dict):
         raise _Invalid("malformed returned value")
-    kind = returned.get("kind")
     kind = name(returned.get("kind"), 40)
     if kind == "tensor":
         return "tensor", [text(returned.get("key"), 100)]
@@ -231,13 +237,27 @@ def _structure(returned: Any) -> tuple[str, list[str | None]]:
         items = returned.get("items")
         if not isinstance(items, list) or len(items) > MAX_RETURNED_ITEMS:
             raise _Invalid("malformed returned items")
-        keys = [
-            text(item.get("key"), 100) if isinstance(item, dict) and item.get("kind") == "tensor"
-            else None
-            for item in items
-        ]
         length = integer(returned.get("length"), 0, 1 << 40)
-        return f"{kind}[{length if length is not None else len(items)}]", keys
+        described = f"{kind}[{length if length is not None else len(items)}]"
+        nested = any(isinstance(item, dict) and item.get("kind") in {"tuple", "list"}
+                     for item in items)
+        if not nested and depth == 0:
+            keys = [text(item.get("key"), 100)
+                    if isinstance(item, dict) and item.get("kind") == "tensor" else None
+                    for item in items]
+            return described, keys
+        if nested and depth >= MAX_RETURNED_DEPTH - 1:
+            raise _Invalid("returned value nested too deep")
+        forms, keys = [], []
+        for item in items:
+            form, item_keys = _structure(item, depth + 1)
+            forms.append(form)
+            # One output per item: a tensor's key, a tuple's own items, None for anything else.
+            is_tuple = isinstance(item, dict) and item.get("kind") in {"tuple", "list"}
+            keys.extend(item_keys if item_keys or is_tuple else [None])
+        if len(keys) > MAX_RETURNED_ITEMS:
+            raise _Invalid("too many returned items")
+        return f"{described}({', '.join(forms)})", keys
     if kind == "tensor-subclass":
         return f"tensor-subclass {text(returned.get('type'), 80)}", []
     return text(returned.get("type"), 80) or "unknown", []

@@ -68,6 +68,7 @@ a file is student code's, and the host reports it as such."""
 TENSORS_DIR = "tensors"
 
 MAX_MESSAGE_CHARS = 2000
+MAX_RETURNED_DEPTH = 2  # (output, cache) with the cache's own items
 MAX_TRACEBACK_FRAMES = 12
 # Grace after a call's budget before the supervisor ends the child: the soft limit (SIGALRM
 # in the child) lets the runner carry on with the next call, the hard one does not need the
@@ -297,8 +298,10 @@ def _execute_module_call(
     except BaseException as exc:
         recorder.failed("setup", exc)
         return
+    returned: list[Any] = []  # each forward's return value, for later forwards that refer to it
     for index, forward in enumerate(call.get("forward", [])):
-        status = _execute_forward(module, forward, f"f{index}.", recorder, parameters=parameters)
+        status = _execute_forward(module, forward, f"f{index}.", recorder, parameters=parameters,
+                                  earlier=returned)
         if status == "timeout":
             return
 
@@ -336,10 +339,21 @@ def _execute_forward(
     recorder: _CallRecorder,
     *,
     parameters: Mapping[str, torch.Tensor],
+    earlier: list[Any] | None = None,
 ) -> str:
-    """Run one forward (and optional backward); record its outcome under ``prefix``."""
-    args = _values(spec.get("args", []), recorder.inputs, fresh=True)
-    kwargs = _kwvalues(spec, recorder.inputs, fresh=True)
+    """Run one forward (and optional backward); record its outcome under ``prefix``.
+
+    ``earlier`` holds what the call's previous forwards returned (None for one that raised);
+    this forward's return value is appended to it.
+    """
+    earlier = [] if earlier is None else earlier
+    try:
+        args = _values(spec.get("args", []), recorder.inputs, fresh=True, earlier=earlier)
+        kwargs = _kwvalues(spec, recorder.inputs, fresh=True, earlier=earlier)
+    except EarlierOutputMissing as exc:
+        _LEAF_OF.clear()
+        earlier.append(None)
+        return recorder.failed(prefix + "forward", exc, seconds=0.0)
     leaves = _grad_leaves(spec, args, kwargs)
     for parameter in parameters.values():
         parameter.grad = None
@@ -348,7 +362,9 @@ def _execute_forward(
         with _seeded(spec.get("seed")), recorder.guard():
             returned = target(*args, **kwargs)
     except BaseException as exc:
+        earlier.append(None)
         return recorder.failed(prefix + "forward", exc, seconds=time.perf_counter() - started)
+    earlier.append(returned)
     recorder.passed({
         "stage": prefix + "forward",
         "seconds": time.perf_counter() - started,
@@ -422,24 +438,37 @@ def _pick_output(returned: Any, index: int) -> Any:
 
 
 def _values(
-    specs: list[Any], inputs: Mapping[str, torch.Tensor], *, fresh: bool = False
+    specs: list[Any], inputs: Mapping[str, torch.Tensor], *, fresh: bool = False,
+    earlier: list[Any] | None = None,
 ) -> list[Any]:
-    return [_value(spec, inputs, fresh) for spec in specs]
+    return [_value(spec, inputs, fresh, earlier or []) for spec in specs]
 
 
 def _kwvalues(
-    spec: Mapping[str, Any], inputs: Mapping[str, torch.Tensor], *, fresh: bool = False
+    spec: Mapping[str, Any], inputs: Mapping[str, torch.Tensor], *, fresh: bool = False,
+    earlier: list[Any] | None = None,
 ) -> dict[str, Any]:
-    return {name: _value(value, inputs, fresh) for name, value in spec.get("kwargs", {}).items()}
+    return {name: _value(value, inputs, fresh, earlier or [])
+            for name, value in spec.get("kwargs", {}).items()}
 
 
-def _value(spec: Any, inputs: Mapping[str, torch.Tensor], fresh: bool) -> Any:
-    """A plan value: JSON scalars as they are, ``{"tensor": key}`` as a fresh copy.
+class EarlierOutputMissing(LookupError):
+    """A forward refers to an item that an earlier forward of the call did not return."""
+
+
+def _value(spec: Any, inputs: Mapping[str, torch.Tensor], fresh: bool,
+           earlier: list[Any]) -> Any:
+    """A plan value: JSON scalars as they are, ``{"tensor": key}`` as a fresh copy, and
+    ``{"output_of": N, "item": [i, ...]}`` as what forward N of the same call returned (item i
+    of it, and so on), handed over as it is: state such as a cache travels from one forward
+    to the next as the code under test returned it.
 
     An input whose gradient is wanted is handed over as a clone of a leaf: the student gets a
     tensor that tracks gradients and may even be changed in place (which the mutation check
     reports) without autograd refusing the in-place edit of a leaf.
     """
+    if isinstance(spec, dict) and "output_of" in spec:
+        return _earlier_output(earlier, int(spec["output_of"]), list(spec.get("item", [])))
     if isinstance(spec, dict) and "tensor" in spec:
         tensor = inputs[spec["tensor"]]
         if fresh:
@@ -450,6 +479,20 @@ def _value(spec: Any, inputs: Mapping[str, torch.Tensor], fresh: bool) -> Any:
                 _LEAF_OF[id(tensor)] = leaf
         return tensor
     return spec
+
+
+def _earlier_output(earlier: list[Any], forward: int, path: list[int]) -> Any:
+    if not 0 <= forward < len(earlier) or earlier[forward] is None:
+        raise EarlierOutputMissing(f"step {forward + 1} of this call returned nothing to "
+                                   "pass on (it raised)")
+    value = earlier[forward]
+    for depth, index in enumerate(path):
+        if not isinstance(value, tuple | list) or not 0 <= int(index) < len(value):
+            where = "".join(f"[{i}]" for i in path[:depth + 1])
+            raise EarlierOutputMissing(f"step {forward + 1} of this call returned no item "
+                                       f"{where} to pass on to the next step")
+        value = value[int(index)]
+    return value
 
 
 # Leaves behind the arguments of the call being executed, by the argument's id().
@@ -491,20 +534,31 @@ def _keep_inputs_after(
         tensors[f"{prefix}after.{position}"] = value.detach()
 
 
-def _describe_returned(value: Any, key: str, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
+def _describe_returned(value: Any, key: str, tensors: dict[str, torch.Tensor],
+                       depth: int = 0) -> dict[str, Any]:
+    """What a forward returned: tensors by key, tuples and lists item by item (nested ones,
+    such as a named tuple inside the returned pair, to a small depth)."""
     if type(value) is torch.Tensor:
-        tensors[key] = value.detach()
+        # A copy now: a later forward of the call may update a returned tensor in place.
+        tensors[key] = value.detach().clone()
         return {"kind": "tensor", "key": key}
     if isinstance(value, torch.Tensor):
         return {"kind": "tensor-subclass", "type": type(value).__name__[:80]}
-    if type(value) in (tuple, list):
+    # The returned value itself must be a plain tuple or list (a subclass of one is "other", of
+    # the wrong form); inside it, a named tuple (the cache of ``(output, cache)``) is a tuple.
+    kind = ("list" if type(value) is list else "tuple" if type(value) is tuple or (
+        depth > 0 and isinstance(value, tuple)) else None)
+    if kind is not None and depth < MAX_RETURNED_DEPTH:
+        # tuple's own methods, not a subclass's: a named tuple is read as the tuple it is.
+        items = list.__getitem__(value, slice(0, 8)) if kind == "list" else \
+            tuple.__getitem__(value, slice(0, 8))
         return {
-            "kind": type(value).__name__,
+            "kind": kind,
             "items": [
-                _describe_returned(item, f"{key}.{index}", tensors)
-                for index, item in enumerate(value[:8])
+                _describe_returned(item, f"{key}.{index}", tensors, depth + 1)
+                for index, item in enumerate(items)
             ],
-            "length": len(value),
+            "length": list.__len__(value) if kind == "list" else tuple.__len__(value),
         }
     return {"kind": "other", "type": type(value).__name__[:80]}
 

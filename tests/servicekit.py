@@ -162,7 +162,8 @@ def pg_factory(pg_app: Flask) -> Factory:
 
 def corpus(slug: str, name: str) -> tuple[str, bytes]:
     """A corpus file as (the entry file name, its bytes)."""
-    entry = {"attention": "attention.py", "multi-head-attention": "mha.py"}[slug]
+    entry = {"attention": "attention.py", "multi-head-attention": "mha.py",
+             "attention-kv-cache": "attention_kv_cache.py"}[slug]
     return entry, (CORPUS / slug / name).read_bytes()
 
 

@@ -216,7 +216,7 @@ def _banner(url: str, passwords: dict[str, Any], env: dict[str, str]) -> None:
         "",
         f"autograde is running at {url}  (database {env['AUTOGRADE_DATABASE_URL']}, "
         f"sandbox {env['AUTOGRADE_SANDBOX_BACKEND']})",
-        "Demo accounts (course 'demo', both assignments):",
+        "Demo accounts (course 'demo', every shipped assignment):",
         *[f"  {name:<11} password {passwords[name]}" for name, _ in DEMO_USERS],
         "Try:",
         f"  autograde login --url {url} --username student",

@@ -18,7 +18,14 @@ import pytest
 from assignments import load_assignment
 from grader.pipeline import GradingPipeline
 from tests.conftest import CORPUS, TESTS
-from tests.corpuskit import CorpusFile, corpus_files, describe, grade_on_seeds, seeds_for
+from tests.corpuskit import (
+    CorpusFile,
+    corpus_files,
+    describe,
+    grade_on_seeds,
+    seeds_for,
+    seeds_for_file,
+)
 from tests.integration.test_grade_local import assert_complete
 
 REALWORLD = TESTS / "corpus-realworld"
@@ -68,6 +75,6 @@ def test_realworld_submission_gets_its_exact_codes_and_score_on_every_seed(
     [f for f in corpus_files(CORPUS) if not f.codes & SEED_FREE_CODES], unnamed={}))
 def test_corpus_submission_gets_the_same_codes_and_score_on_every_seed(
         local_pipeline: GradingPipeline, file: CorpusFile) -> None:
-    verdicts = grade_on_seeds(local_pipeline, file, seeds_for(file.path.name))
+    verdicts = grade_on_seeds(local_pipeline, file, seeds_for_file(file))
     assert len({v.codes for v in verdicts}) == 1, describe(verdicts)
     assert len({v.score for v in verdicts}) == 1, describe(verdicts)

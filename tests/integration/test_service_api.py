@@ -181,6 +181,27 @@ def test_assignment_detail_and_public_files_only(client: FlaskClient,
                           headers=student).status_code == 200
 
 
+def test_the_cache_assignment_is_served_with_its_statement_and_starter(
+        client: FlaskClient, factory: Factory) -> None:
+    course = factory.course("ml102", slugs=("attention", "multi-head-attention",
+                                            "attention-kv-cache"))
+    headers = factory.headers(factory.user("kv", course=course))
+    listed = client.get("/api/v1/assignments", headers=headers).json["assignments"]
+    assert {a["slug"] for a in listed} == {"attention", "multi-head-attention",
+                                           "attention-kv-cache"}
+    detail = client.get("/api/v1/assignments/attention-kv-cache", headers=headers).json
+    assert "KVCache(key, value, key_padding_mask)" in detail["statement"]
+    assert detail["max_score"] == 10
+    assert "starter/attention_kv_cache.py" in detail["files"]
+    assert not any(name.startswith("hidden/") for name in detail["files"])
+    starter = client.get("/api/v1/assignments/attention-kv-cache/files/"
+                         "starter/attention_kv_cache.py", headers=headers)
+    assert starter.status_code == 200 and b"class KVCache(NamedTuple)" in starter.data
+    response = _post(client, headers, [corpus("attention-kv-cache", "correct_standard.py")],
+                     slug="attention-kv-cache")
+    assert response.status_code == 202, response.json
+
+
 def test_openapi_document_is_served(client: FlaskClient) -> None:
     document = client.get("/api/v1/openapi.json").json
     assert document["openapi"].startswith("3.")

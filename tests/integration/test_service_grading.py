@@ -325,6 +325,24 @@ def test_students_get_the_filtered_view_instructors_the_whole(pg_app: Flask,
 
 
 @pytest.mark.slow
+def test_a_cache_submission_is_graded_through_the_service(pg_app: Flask,
+                                                          pg_factory: Factory) -> None:
+    course = pg_factory.course("kv101", slugs=("attention-kv-cache",))
+    submission = submit(db.session(), user=pg_factory.user(course=course),
+                        assignment=pg_factory.assignment(course, "attention-kv-cache"),
+                        files=dict([corpus("attention-kv-cache", "cache_returns_old.py")]),
+                        limit=RateLimit(100, 60))
+    db.session().commit()
+    grader = current_grading()
+    grader._pipeline = GradingPipeline(backend=create_backend("local"))
+    assert grader.grade(db.session(), submission.id) == "graded"
+    db.session().expire_all()
+    result = db.session().get(Submission, submission.id).result  # type: ignore[union-attr]
+    assert result is not None and result.codes == ["cache-missing-new-keys"]
+    assert result.document["score"] == 5.5 and result.document["max_score"] == 10
+
+
+@pytest.mark.slow
 def test_a_real_submission_gets_its_code(pg_app: Flask, pg_factory: Factory) -> None:
     submission = _submit(pg_factory, dict([corpus("attention", "softmax_dim_minus2.py")]))
     grader = current_grading()

@@ -9,8 +9,8 @@ import pytest
 from assignments import Assignment, AssignmentError, list_assignments, load_assignment
 
 
-def test_both_assignments_ship() -> None:
-    assert list_assignments() == ["attention", "multi-head-attention"]
+def test_the_three_assignments_ship() -> None:
+    assert list_assignments() == ["attention", "attention-kv-cache", "multi-head-attention"]
 
 
 def test_unknown_assignment_is_a_clear_error() -> None:
@@ -18,7 +18,7 @@ def test_unknown_assignment_is_a_clear_error() -> None:
         load_assignment("nope")
 
 
-@pytest.mark.parametrize("slug", ["attention", "multi-head-attention"])
+@pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache"])
 def test_scores_and_numbers(slug: str) -> None:
     assignment = load_assignment(slug)
     assert assignment.max_score == 10
@@ -26,7 +26,7 @@ def test_scores_and_numbers(slug: str) -> None:
     assert len(numbers) == len(set(numbers))
 
 
-@pytest.mark.parametrize("slug", ["attention", "multi-head-attention"])
+@pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache"])
 def test_public_files_hold_nothing_hidden(slug: str) -> None:
     assignment = load_assignment(slug)
     assert "README.md" in assignment.public_files

@@ -22,7 +22,7 @@ def _codes(assignment: Assignment, mistakes: set[str], seed: int) -> tuple[set[s
     return {d.code for d in diagnoses}, sum(score for _, _, score in scored)
 
 
-@pytest.mark.parametrize("slug", ["attention", "multi-head-attention"])
+@pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache"])
 @pytest.mark.parametrize("seed", [11, 12])
 def test_every_single_mistake_gets_exactly_its_code_and_loses_points(slug: str, seed: int) -> None:
     assignment = load_assignment(slug)
@@ -39,6 +39,8 @@ def test_every_single_mistake_gets_exactly_its_code_and_loses_points(slug: str, 
     ("multi-head-attention", {"reshape-without-transpose", "wrong-scale-d-model"}),
     ("multi-head-attention", {"causal-leak", "missing-out-proj"}),
     ("multi-head-attention", {"padding-ignored", "causal-off-by-one"}),
+    ("attention-kv-cache", {"rope-interleaved", "cache-padding-lost"}),
+    ("attention-kv-cache", {"causal-not-shifted", "query-padding-ignored"}),
 ])
 def test_two_mistakes_get_both_codes(slug: str, pair: set[str]) -> None:
     assignment = load_assignment(slug)
@@ -54,7 +56,7 @@ def test_three_mistakes_are_named_per_scenario_without_guessing(attention: Assig
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("slug", ["attention", "multi-head-attention"])
+@pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache"])
 def test_assignment_check_is_sound_for_every_co_occurring_pair(slug: str) -> None:
     report = coverage_report(load_assignment(slug), seed=31)
     assert report.sound, report.render()

@@ -40,7 +40,7 @@ def _feedback(slug: str) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-@pytest.mark.parametrize("slug", ["attention", "multi-head-attention"])
+@pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache"])
 def test_feedback_text_matches_golden_file(slug: str) -> None:
     path = GOLDEN / f"{slug}-feedback.txt"
     text = _feedback(slug)
@@ -59,6 +59,10 @@ def test_every_spec_code_has_a_message_and_a_hint() -> None:
         "dropout-in-eval", "missing-validation", "forbidden-api", "wrong-output",
         "interface-error", "syntax-error", "runtime-error", "time-limit", "memory-limit",
         "output-limit",
+        # attention-kv-cache (issue 18)
+        "rope-on-values", "rope-offset-not-continued", "rope-wrong-pairing",
+        "cache-wrong-axis", "cache-missing-new-keys", "cache-causal-not-shifted",
+        "cache-padding-lost", "query-padding-ignored", "misuse-accepted",
     }
     assert set(CATALOGUE) == spec_codes
     for code, text in CATALOGUE.items():

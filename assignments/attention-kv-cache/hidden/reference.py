@@ -1,0 +1,236 @@
+"""Hidden: the reference ``ManualMultiHeadAttention`` with rotary embeddings and a KV cache, and
+its known-mistake variants, by id.
+
+Variants compose: ``namespace({"rope-on-values", "query-padding-ignored"})`` behaves like a
+student who made both mistakes, which is how pairs are recognised.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from assignments.model import KnownMistake
+
+# The same lines: the cache handed on is either the old one or a rebuilt one.
+_RETURNED = frozenset({"cache-not-updated", "cache-padding-lost"})
+_AXES = frozenset({"cache-cat-heads-axis", "cache-cat-last-axis"})
+# A concatenation on the wrong axis raises at the first call with a cache, so every mistake that
+# shows only in calls with a cache is hidden behind it: such a pair shows one code.
+_AFTER_THE_CACHE = frozenset({"rope-offset-not-continued", "cache-not-updated",
+                              "causal-not-shifted", "cache-padding-lost"})
+
+MISTAKES: list[KnownMistake] = [
+    KnownMistake("rope-on-values", "rope-on-values",
+                 "the values are rotated like the keys"),
+    KnownMistake("rope-offset-not-continued", "rope-offset-not-continued",
+                 "with a cache, the new queries and keys are rotated as positions 0, 1, ... "
+                 "(the cache length is not added; the causal mask is right)"),
+    KnownMistake("rope-interleaved", "rope-wrong-pairing",
+                 "neighbouring features (0, 1), (2, 3), ... (interleaved) instead of feature i "
+                 "with feature i + head_dim/2 (the two halves)"),
+    KnownMistake("cache-not-updated", "cache-missing-new-keys",
+                 "is the cache that was passed in, unchanged (a first call without a cache "
+                 "returns its own keys)", excludes=_RETURNED - {"cache-not-updated"}),
+    KnownMistake("cache-cat-heads-axis", "cache-wrong-axis",
+                 "the heads axis (dim=1) of the (B, H, S, Dh) cache", crashes=True,
+                 excludes=_AXES - {"cache-cat-heads-axis"} | _AFTER_THE_CACHE),
+    KnownMistake("cache-cat-last-axis", "cache-wrong-axis",
+                 "the feature axis (dim=-1) of the (B, H, S, Dh) cache", crashes=True,
+                 excludes=_AXES - {"cache-cat-last-axis"} | _AFTER_THE_CACHE),
+    KnownMistake("causal-not-shifted", "cache-causal-not-shifted",
+                 "causal triangle taken from the top-left corner of the (Tq, S) scores"),
+    KnownMistake("cache-padding-lost", "cache-padding-lost",
+                 "the key_padding_mask of the cached keys is dropped: they count as real "
+                 "keys, in this call and in the returned cache",
+                 excludes=_RETURNED - {"cache-padding-lost"}),
+    KnownMistake("query-padding-ignored", "query-padding-ignored",
+                 "query_padding_mask never applied"),
+    KnownMistake("missing-validation", "missing-validation",
+                 "no ValueError when d_model % num_heads != 0"),
+    KnownMistake("odd-head-rope-accepted", "misuse-accepted",
+                 "no ValueError for use_rope=True with an odd head_dim"),
+    KnownMistake("cache-without-use-cache-accepted", "misuse-accepted",
+                 "no ValueError for a cache passed with use_cache=False"),
+    KnownMistake("cache-cross-attention-accepted", "misuse-accepted",
+                 "no ValueError for a cache passed with key_value (cross-attention)"),
+    KnownMistake("dropout-while-caching-accepted", "misuse-accepted",
+                 "no ValueError for use_cache=True in training mode with dropout > 0"),
+    KnownMistake("offset-not-continuing-accepted", "misuse-accepted",
+                 "no ValueError for a position offset that is not the cache length"),
+]
+
+
+class KVCache(NamedTuple):
+    """Keys and values of the tokens seen so far, per head, and which of them are real."""
+
+    key: torch.Tensor
+    """(B, H, S, Dh): keys after k_proj, the head split and the rotation."""
+    value: torch.Tensor
+    """(B, H, S, Dh): values after v_proj and the head split (never rotated)."""
+    key_padding_mask: torch.Tensor
+    """(B, S) bool, True = a real key."""
+
+
+class _Projection(nn.Module):
+    """``nn.Linear`` without its random initialisation: every probe sets all the weights."""
+
+    def __init__(self, d_model: int, bias: bool) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(d_model, d_model))
+        self.bias = nn.Parameter(torch.zeros(d_model)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+
+class ManualMultiHeadAttention(nn.Module):
+    """Multi-head attention with optional rotary embeddings and a KV cache; True = may attend."""
+
+    def __init__(self, d_model: int, num_heads: int, *, dropout: float = 0.0, bias: bool = True,
+                 use_rope: bool = False, rope_base: float = 10000.0,
+                 mistakes: frozenset[str] = frozenset()) -> None:
+        super().__init__()
+        if d_model % num_heads != 0 and "missing-validation" not in mistakes:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        head_dim = d_model // num_heads
+        if use_rope and head_dim % 2 and "odd-head-rope-accepted" not in mistakes:
+            raise ValueError(f"rotary embeddings need an even head_dim, not {head_dim}")
+        self.mistakes = mistakes
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.head_dim = head_dim
+        self.dropout = dropout
+        self.use_rope = use_rope
+        self.rope_base = rope_base
+        self.q_proj = _Projection(d_model, bias)
+        self.k_proj = _Projection(d_model, bias)
+        self.v_proj = _Projection(d_model, bias)
+        self.out_proj = _Projection(d_model, bias)
+
+    def forward(self, query: torch.Tensor, key_value: torch.Tensor | None = None, *,
+                attention_mask: torch.Tensor | None = None,
+                key_padding_mask: torch.Tensor | None = None,
+                query_padding_mask: torch.Tensor | None = None,
+                causal: bool = False, cache: KVCache | None = None, use_cache: bool = False,
+                query_position_offset: int | None = None,
+                key_position_offset: int | None = None,
+                ) -> torch.Tensor | tuple[torch.Tensor, KVCache]:
+        m = self.mistakes
+        if cache is not None and not use_cache and "cache-without-use-cache-accepted" not in m:
+            raise ValueError("a cache was passed with use_cache=False")
+        if cache is not None and key_value is not None and \
+                "cache-cross-attention-accepted" not in m:
+            raise ValueError("a cache cannot be used with key_value (cross-attention)")
+        if self.training and self.dropout > 0 and (use_cache or cache is not None) and \
+                "dropout-while-caching-accepted" not in m:
+            raise ValueError("dropout while caching in training mode")
+        past = 0 if cache is None else cache.key.shape[2]
+        if cache is not None and "offset-not-continuing-accepted" not in m:
+            for offset in (query_position_offset, key_position_offset):
+                if offset is not None and offset != past:
+                    raise ValueError(f"position offset {offset} does not continue a cache of "
+                                     f"{past} tokens")
+        q_offset = past if query_position_offset is None else query_position_offset
+        k_offset = past if key_position_offset is None else key_position_offset
+
+        source = query if key_value is None else key_value
+        batch, t_q, _ = query.shape
+        t_k = source.shape[1]
+        q = self._split(self.q_proj(query))
+        k = self._split(self.k_proj(source))
+        v = self._split(self.v_proj(source))
+        if self.use_rope:
+            rope_start = 0 if "rope-offset-not-continued" in m else past
+            rope_q = rope_start if query_position_offset is None else query_position_offset
+            rope_k = rope_start if key_position_offset is None else key_position_offset
+            q = self._rotate(q, rope_q)
+            k = self._rotate(k, rope_k)
+            if "rope-on-values" in m:
+                v = self._rotate(v, rope_k)
+
+        new_padding = (torch.ones(batch, t_k, dtype=torch.bool, device=query.device)
+                       if key_padding_mask is None else key_padding_mask)
+        if cache is None:
+            keys, values, padding = k, v, new_padding
+        else:
+            cached_padding = cache.key_padding_mask
+            if "cache-padding-lost" in m:
+                cached_padding = torch.ones_like(cached_padding)
+            axis = 1 if "cache-cat-heads-axis" in m else -1 if "cache-cat-last-axis" in m else 2
+            keys = torch.cat([cache.key, k], dim=axis)
+            values = torch.cat([cache.value, v], dim=axis)
+            padding = torch.cat([cached_padding, new_padding], dim=1)
+        t_all = keys.shape[2]
+
+        allowed = padding[:, None, None, :]
+        if attention_mask is not None:
+            mask = attention_mask
+            if mask.dim() == 2:
+                mask = mask[None, None]
+            elif mask.dim() == 3:
+                mask = mask[:, None]
+            allowed = allowed & mask
+        if causal:
+            if "causal-not-shifted" in m:
+                triangle = torch.ones(t_q, t_all, dtype=torch.bool, device=query.device).tril()
+            else:
+                key_positions = torch.cat([torch.arange(past, device=query.device),
+                                           k_offset + torch.arange(t_k, device=query.device)])
+                query_positions = q_offset + torch.arange(t_q, device=query.device)
+                triangle = key_positions[None, :] <= query_positions[:, None]
+            allowed = allowed & triangle[None, None]
+        scores = (q @ keys.transpose(-2, -1)) / math.sqrt(self.head_dim)
+        allowed = torch.broadcast_to(allowed, scores.shape)
+        real_query = None
+        if query_padding_mask is not None and "query-padding-ignored" not in m:
+            real_query = query_padding_mask[:, None, :, None]
+            allowed = allowed | ~real_query  # a padded query's row is zeroed below, never empty
+        if not bool(allowed.any(dim=-1).all()):
+            raise ValueError("a query has no key it may attend to")
+        weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+        weights = F.dropout(weights, p=self.dropout, training=self.training)
+        heads = weights @ values
+        output: torch.Tensor = self.out_proj(heads.transpose(1, 2).reshape(batch, t_q,
+                                                                          self.d_model))
+        if real_query is not None:
+            output = output.masked_fill(~real_query[:, 0], 0.0)
+        if not use_cache:
+            return output
+        if cache is not None and "cache-not-updated" in m:
+            return output, cache
+        return output, KVCache(keys, values, padding)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        batch, t, _ = x.shape
+        return x.reshape(batch, t, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def _rotate(self, x: torch.Tensor, offset: int) -> torch.Tensor:
+        """Rotary embedding of (B, H, T, Dh) at positions offset, offset + 1, ...: feature i
+        and feature i + Dh/2 form a pair, turned by position * rope_base ** (-2i / Dh)."""
+        half = self.head_dim // 2
+        frequencies = self.rope_base ** (-torch.arange(half, dtype=torch.float64) * 2
+                                         / self.head_dim)
+        positions = offset + torch.arange(x.shape[2], dtype=torch.float64)
+        angles = positions[:, None] * frequencies[None, :]
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        if "rope-interleaved" in self.mistakes:
+            even, odd = x[..., 0::2], x[..., 1::2]
+            return torch.stack([even * cos - odd * sin, even * sin + odd * cos],
+                               dim=-1).flatten(-2)
+        first, second = x[..., :half], x[..., half:]
+        return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+
+
+def namespace(mistakes: frozenset[str]) -> dict[str, Any]:
+    """What a submission with exactly these mistakes would export."""
+
+    class WithMistakes(ManualMultiHeadAttention):
+        def __init__(self, d_model: int, num_heads: int, **kwargs: Any) -> None:
+            super().__init__(d_model, num_heads, mistakes=mistakes, **kwargs)
+
+    return {"ManualMultiHeadAttention": WithMistakes, "KVCache": KVCache}
