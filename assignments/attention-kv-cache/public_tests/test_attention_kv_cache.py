@@ -3,6 +3,7 @@
 
 import importlib.util
 import os
+import types
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,10 @@ B, T, D, H = 2, 6, 16, 2
 
 
 @pytest.fixture(scope="module")
-def student():
+def student(pytestconfig):
+    kernel = getattr(pytestconfig, "autograde_namespace", None)
+    if kernel is not None:  # run by autograde.check() in a notebook: the kernel's own names
+        return types.SimpleNamespace(**kernel)
     path = Path(os.environ.get("SUBMISSION", DEFAULT)).resolve()
     spec = importlib.util.spec_from_file_location("student_attention_kv_cache", path)
     module = importlib.util.module_from_spec(spec)
