@@ -67,7 +67,8 @@ def _verdict(document: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-@pytest.mark.parametrize("name", ["correct_matmul.py", "no_scale_matmul.py", "mask_inverted_where.py"])
+@pytest.mark.parametrize(
+    "name", ["correct_matmul.py", "no_scale_matmul.py", "mask_inverted_where.py"])
 def test_a_corpus_file_grades_the_same_in_both_modes(
         name: str, attention: Assignment, docker_backend: DockerBackend,
         fork_server_backend: DockerBackend) -> None:
