@@ -350,8 +350,8 @@ class ForkServer(SandboxContainer):
 class ForkServerPool:
     """A fixed number of fork servers (one per core), each running one job at a time.
 
-    A run takes an idle server, or waits for one; a server that broke, ages out or runs out of
-    job uids is destroyed after its run and replaced in the background.
+    A run takes an idle server, or waits for one busy or starting; a server that broke, ages
+    out or runs out of job uids is destroyed after its run and replaced in the background.
     """
 
     def __init__(self, start: Callable[[], ForkServer], *, size: int, limits: Limits,
@@ -366,6 +366,7 @@ class ForkServerPool:
         self._ready_timeout = ready_timeout_seconds
         self._idle: list[ForkServer] = []
         self._starting = 0
+        self._busy = 0
         self._closed = False
         self._changed = threading.Condition()
 
@@ -399,15 +400,18 @@ class ForkServerPool:
                 while self._idle:
                     server = self._idle.pop()
                     if server.usable(limits, self._margin):
+                        self._busy += 1
                         return server
                     self._retire_locked(server)
                 remaining = waited_until - time.monotonic()
-                if self._closed or self._starting == 0 or remaining <= 0:
+                # A busy or starting server is free sooner than a container starts cold.
+                if self._closed or self._starting + self._busy == 0 or remaining <= 0:
                     return None
                 self._changed.wait(remaining)
 
     def _give_back(self, server: ForkServer) -> None:
         with self._changed:
+            self._busy -= 1
             if self._closed:
                 self._discard(server)
             elif server.usable(self.limits, self._margin):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -203,3 +204,11 @@ def test_a_bomb_ends_as_in_a_container_of_its_own(
     after = one_server.run(make_job(), Limits())
     assert after.termination is Termination.EXITED and after.exit_code == 0
     assert after.stdout == "hello from the student\n"
+
+
+def test_runs_beyond_the_servers_wait_for_one_instead_of_starting_containers(
+        one_server: DockerBackend) -> None:
+    with ThreadPoolExecutor(3) as pool:
+        results = list(pool.map(lambda _: one_server.run(make_job(), Limits()), range(4)))
+    assert [r.termination for r in results] == [Termination.EXITED] * 4
+    assert all(r.detail.startswith("fork server") for r in results), [r.detail for r in results]
