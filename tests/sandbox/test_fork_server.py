@@ -15,7 +15,7 @@ import pytest
 from assignments import Assignment, load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox import Job, Limits, RunResult, SandboxBackend
-from sandbox.base import Termination
+from sandbox.base import SandboxUnavailable, Termination
 from sandbox.docker_backend import DockerBackend, DockerSettings
 from tests.sandbox.conftest import FORK_SERVER_MODE
 from tests.sandbox.sandbox_jobs import ATTENTION, attention_call, events_of, make_job
@@ -212,3 +212,9 @@ def test_runs_beyond_the_servers_wait_for_one_instead_of_starting_containers(
         results = list(pool.map(lambda _: one_server.run(make_job(), Limits()), range(4)))
     assert [r.termination for r in results] == [Termination.EXITED] * 4
     assert all(r.detail.startswith("fork server") for r in results), [r.detail for r in results]
+
+
+def test_an_unknown_mode_is_refused(docker_client: docker.DockerClient, tmp_path: Path) -> None:
+    with pytest.raises(SandboxUnavailable, match="unknown docker sandbox mode 'forking'"):
+        DockerBackend(client=docker_client,
+                      settings=DockerSettings(mode="forking", workdir=tmp_path))
