@@ -40,6 +40,7 @@ def available_backends() -> dict[str, Callable[[bool], SandboxBackend]]:
         environ = dict(os.environ)
         if not warm:
             environ["AUTOGRADE_DOCKER_POOL_SIZE"] = "0"
+            environ["AUTOGRADE_DOCKER_FORK_SERVERS"] = "0"
         return DockerBackend.from_environment(environ)
 
     return {"local": local, "docker": docker}

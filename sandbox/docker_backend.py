@@ -11,6 +11,10 @@ A warm pool keeps containers started ahead, their runner with torch imported and
 each waiting for its one job (``sandbox.docker_pool``). A janitor removes containers left by
 workers that died. The image must be the one built from this checkout's runner and pins
 (``sandbox.docker_image``); any other is refused.
+
+A fork-server mode (off by default, ``mode="fork-server"``) runs the pool's jobs instead in a
+few long-lived containers, each job in an isolated child of a server there
+(``sandbox.fork_server``); runs with other limits still get a container of their own.
 """
 
 from __future__ import annotations
@@ -30,14 +34,24 @@ import docker.errors
 
 from sandbox.base import Job, Limits, RunResult, SandboxUnavailable, Termination
 from sandbox.docker_image import HASH_LABEL, expected_image, inputs_hash, tag_of
-from sandbox.docker_pool import Janitor, WarmPool, owner_id, wait_until_ready
+from sandbox.docker_pool import (
+    DEADLINE_MARGIN_SECONDS,
+    Janitor,
+    WarmPool,
+    owner_id,
+    wait_until_ready,
+)
 from sandbox.docker_sandbox import ContainerSpec, SandboxContainer
+from sandbox.fork_server import MODE as FORK_SERVER_MODE
+from sandbox.fork_server import ForkServer, ForkServerPool
 
 logger = logging.getLogger(__name__)
 
 # A cold container's deadline label covers its start as well as the run.
 COLD_START_GRACE_SECONDS = 120.0
 ENGINE_TIMEOUT_SECONDS = 60
+CONTAINER_MODE = "container"
+MODES = (CONTAINER_MODE, FORK_SERVER_MODE)
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,11 @@ class DockerSettings:
     pool_max_age_seconds: float = 1800.0
     """Deadline label of a warm container: idle ones are replaced before it."""
     janitor_interval_seconds: float = 60.0
+    mode: str = CONTAINER_MODE
+    """``container`` (a fresh container per run) or ``fork-server`` (see ``sandbox.fork_server``:
+    faster, weaker isolation between runs; off by default)."""
+    fork_servers: int = 2
+    """Fork-server containers (one per core) in the fork-server mode."""
 
 
 class DockerBackend:
@@ -67,6 +86,9 @@ class DockerBackend:
     def __init__(self, *, client: docker.DockerClient, settings: DockerSettings) -> None:
         """Check the image, sweep abandoned containers and start filling the warm pool."""
         check_image(client, settings.image)
+        if settings.mode not in MODES:
+            raise SandboxUnavailable(f"unknown docker sandbox mode {settings.mode!r} "
+                                     f"(one of {', '.join(MODES)})")
         self._client = client
         self._settings = settings
         settings.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -78,19 +100,30 @@ class DockerBackend:
         )
         # Destroying is off the critical path of a run; starting warm containers too.
         self._destroyer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-destroy")
+        forking = settings.mode == FORK_SERVER_MODE
         self._starter = ThreadPoolExecutor(
-            max_workers=max(1, min(settings.pool_size, 2)), thread_name_prefix="sandbox-start"
+            max_workers=max(1, min(settings.fork_servers if forking else settings.pool_size, 2)),
+            thread_name_prefix="sandbox-start",
         )
         self.janitor = Janitor(client, workdir=settings.workdir)
         self.janitor.sweep()
+        self.fork_servers = ForkServerPool(
+            self._start_fork_server,
+            size=settings.fork_servers if forking else 0,
+            limits=settings.pool_limits,
+            starter=self._starter,
+            discard=self._discard,
+            margin_seconds=DEADLINE_MARGIN_SECONDS,
+        )
         self.pool = WarmPool(
             self._start_warm,
-            size=settings.pool_size,
+            size=0 if forking else settings.pool_size,
             limits=settings.pool_limits,
             starter=self._starter,
             discard=self._discard,
         )
         self.pool.fill()
+        self.fork_servers.fill()
         self._stopping = threading.Event()
         self._maintenance = threading.Thread(
             target=self._maintain, daemon=True, name="sandbox-janitor"
@@ -103,7 +136,9 @@ class DockerBackend:
 
         ``AUTOGRADE_DOCKER_IMAGE`` (default: the image of this checkout),
         ``AUTOGRADE_DOCKER_POOL_SIZE`` (default 2), ``AUTOGRADE_DOCKER_RUNTIME`` (optional),
-        ``AUTOGRADE_DOCKER_WORKDIR``; the engine from ``DOCKER_HOST`` and friends.
+        ``AUTOGRADE_DOCKER_WORKDIR``, ``AUTOGRADE_DOCKER_MODE`` (``container``, the default, or
+        ``fork-server``), ``AUTOGRADE_DOCKER_FORK_SERVERS`` (default 2); the engine from
+        ``DOCKER_HOST`` and friends.
         """
         defaults = DockerSettings()
         settings = DockerSettings(
@@ -111,6 +146,9 @@ class DockerBackend:
             pool_size=int(environ.get("AUTOGRADE_DOCKER_POOL_SIZE", defaults.pool_size)),
             runtime=environ.get("AUTOGRADE_DOCKER_RUNTIME") or None,
             workdir=Path(environ.get("AUTOGRADE_DOCKER_WORKDIR") or defaults.workdir),
+            mode=environ.get("AUTOGRADE_DOCKER_MODE") or defaults.mode,
+            fork_servers=int(environ.get("AUTOGRADE_DOCKER_FORK_SERVERS",
+                                         defaults.fork_servers)),
         )
         return cls(client=connect(), settings=settings)
 
@@ -128,6 +166,10 @@ class DockerBackend:
         started = time.monotonic()
         sandbox: SandboxContainer | None = None
         try:
+            with self.fork_servers.server(limits) as server:
+                if server is not None:
+                    logger.info("job %s runs in fork server %s", job.label, server.name)
+                    return server.run(job)
             sandbox = self.pool.take(limits)
             if sandbox is not None:
                 logger.info("job %s runs in warm container %s", job.label, sandbox.name)
@@ -162,6 +204,7 @@ class DockerBackend:
     def close(self) -> None:
         """Remove the pool's containers and wait until every container of ours is removed."""
         self._stopping.set()
+        self.fork_servers.close()
         self.pool.close()
         self._starter.shutdown(wait=True)
         self._destroyer.shutdown(wait=True)
@@ -176,6 +219,10 @@ class DockerBackend:
             lifetime_seconds=self._settings.pool_max_age_seconds,
         )
 
+    def _start_fork_server(self) -> ForkServer:
+        return ForkServer(self._client, self._spec, self.fork_servers.limits,
+                          lifetime_seconds=self._settings.pool_max_age_seconds)
+
     def _discard(self, sandbox: SandboxContainer) -> None:
         try:
             self._destroyer.submit(sandbox.destroy)
@@ -187,6 +234,7 @@ class DockerBackend:
             try:
                 self.janitor.sweep()
                 self.pool.retire_expired()
+                self.fork_servers.retire_expired()
             except Exception:  # the next sweep retries
                 logger.exception("sandbox janitor failed")
 

@@ -22,6 +22,7 @@ IMAGE_INPUTS = {
     "Dockerfile": _SANDBOX_DIR / "image" / "Dockerfile",
     "requirements.txt": _SANDBOX_DIR / "image" / "requirements.txt",
     "probe_runner.py": _SANDBOX_DIR / "probe_runner.py",
+    "fork_runner.py": _SANDBOX_DIR / "fork_runner.py",
 }
 _HASH_CHARS = 16
 

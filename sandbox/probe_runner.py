@@ -925,21 +925,40 @@ def _file_digest(path: str) -> str | None:
 
 def _survivors(sole_user: bool, child_pid: int) -> list[int]:
     """This user's processes other than the supervisor: in a container of its own
-    (``sole_user``) all of them, elsewhere those of the supervisor's session."""
+    (``sole_user``) all of them, elsewhere those of the supervisor's session.
+
+    Pids are the supervisor's own: where ``/proc`` belongs to an outer pid namespace than the
+    supervisor's (the fork-server mode, whose jobs cannot mount their own), each entry is
+    translated by its ``NSpid`` line, and processes outside the supervisor's namespace are
+    not the run's.
+    """
     me, uid, session = os.getpid(), os.getuid(), os.getsid(0)
+    depth = len(_namespace_pids("self"))
     found = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in (me, child_pid):
+        if not entry.isdigit():
             continue
         try:
             if os.stat(f"/proc/{entry}").st_uid != uid:
                 continue
-            if not sole_user and os.getsid(int(entry)) != session:
+            pids = _namespace_pids(entry)
+            if len(pids) != depth or pids[-1] in (me, child_pid):
+                continue
+            if not sole_user and os.getsid(pids[-1]) != session:
                 continue
         except OSError:
             continue
-        found.append(int(entry))
+        found.append(pids[-1])
     return found
+
+
+def _namespace_pids(entry: str) -> list[int]:
+    """A process's pid in each pid namespace from that of ``/proc`` down to its own."""
+    with open(f"/proc/{entry}/status", "rb") as status:
+        for line in status:
+            if line.startswith(b"NSpid:"):
+                return [int(value) for value in line.split()[1:]]
+    return [os.getpid() if entry == "self" else int(entry)]  # a kernel without NSpid
 
 
 def _stray_outputs(out_dir: str, pinned: set[str]) -> list[str]:

@@ -189,13 +189,15 @@ def share_warm_pool(*, options: Mapping[str, Any], **_: Any) -> None:
     keeps ``cores / processes`` warm containers (at least one), so the worker as a whole keeps
     one per core, unless ``AUTOGRADE_DOCKER_POOL_SIZE`` says otherwise. With the backend's
     default of two per process, two processes on two cores kept four containers starting
-    (importing torch) beside the gradings, for no more throughput."""
+    (importing torch) beside the gradings, for no more throughput. The fork-server mode's
+    servers (``AUTOGRADE_DOCKER_FORK_SERVERS``) are shared out the same way."""
+    processes = int(options.get("concurrency") or os.cpu_count() or 1)
+    share = str(max(1, (os.cpu_count() or 1) // max(processes, 1)))
     if "AUTOGRADE_DOCKER_POOL_SIZE" not in os.environ:
-        processes = int(options.get("concurrency") or os.cpu_count() or 1)
-        os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] = str(max(1, (os.cpu_count() or 1)
-                                                           // max(processes, 1)))
+        os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] = share
         log.info("warm pool: %s container(s) per grading process, %s process(es)",
                  os.environ["AUTOGRADE_DOCKER_POOL_SIZE"], processes)
+    os.environ.setdefault("AUTOGRADE_DOCKER_FORK_SERVERS", share)
 
 
 QUEUE_POLL_SECONDS = 0.1

@@ -108,3 +108,17 @@ def make_backend(
     for backend in built:
         backend.close()
 
+
+
+FORK_SERVER_MODE = "fork-server"
+
+
+@pytest.fixture(scope="session")
+def fork_server_backend(
+    docker_client: docker.DockerClient, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DockerBackend]:
+    """The Docker backend in its fork-server mode (two servers), shared by the session."""
+    backend = DockerBackend(client=docker_client, settings=DockerSettings(
+        mode=FORK_SERVER_MODE, fork_servers=2, workdir=tmp_path_factory.mktemp("fork-server")))
+    yield backend
+    backend.close()

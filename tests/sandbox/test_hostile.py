@@ -28,7 +28,7 @@ from assignments import Assignment, load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox import Job, Limits, RunResult, SandboxBackend
 from sandbox.local import LocalBackend
-from tests.sandbox.conftest import GVISOR_RUNTIME
+from tests.sandbox.conftest import FORK_SERVER_MODE, GVISOR_RUNTIME
 
 TESTS = Path(__file__).resolve().parents[1]
 HOSTILE = TESTS / "hostile" / "attention"
@@ -59,13 +59,14 @@ class HostileCase:
         return HOSTILE / self.file
 
 
-def _cases(backend: str) -> list[Any]:
+def _cases(backend: str, mode: str | None = None) -> list[Any]:
+    """The manifest's cases for ``backend``, with the overrides of ``mode`` (``fork-server``)."""
     entries = tomllib.loads(MANIFEST.read_text(encoding="utf-8"))["files"]
     params = []
     for name, entry in entries.items():
         if backend not in entry.get("backends", ["local", "docker"]):
             continue
-        expected = {**entry, **entry.get(backend, {})}
+        expected = {**entry, **entry.get(backend, {}), **entry.get(mode or backend, {})}
         case = HostileCase(
             file=name,
             score=float(expected["score"]),
@@ -239,6 +240,71 @@ def test_hostile_submission_docker(case: HostileCase, attention: Assignment, doc
 def test_correct_submission_grades_normally_after_hostile_docker(
         attention: Assignment, any_docker_backend: Any) -> None:
     document = GradingPipeline(backend=any_docker_backend).grade(
+        attention, {"attention.py": CORRECT.read_bytes()}, seed=SEED)
+    assert (document["score"], document["diagnoses"]) == (10.0, [])
+    assert document["autograde"]["integrity"] == []
+
+
+# --------------------------------------------------------------------------------------------
+# Docker backend in its fork-server mode (off by default): the same expectations as runc
+# --------------------------------------------------------------------------------------------
+
+
+class _ForkServersByLimits:
+    """Fork-server backends for the suite's two sets of limits (each pool serves one set)."""
+
+    name = "docker"
+
+    def __init__(self, backends: list[Any]) -> None:
+        self.backends = {backend.fork_servers.limits: backend for backend in backends}
+        self.details: list[str] = []
+
+    def run(self, job: Job, limits: Limits) -> RunResult:
+        result: RunResult = self.backends[limits].run(job, limits)
+        self.details.append(result.detail)
+        return result
+
+    def close(self) -> None:
+        for backend in self.backends.values():
+            backend.close()
+
+
+@pytest.fixture(scope="module")
+def fork_servers(docker_client: Any, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[_ForkServersByLimits]:
+    from sandbox.docker_backend import DockerBackend, DockerSettings
+
+    limits = load_assignment("attention").limits
+    backends = [
+        DockerBackend(client=docker_client, settings=DockerSettings(
+            mode=FORK_SERVER_MODE, fork_servers=1, pool_limits=pool_limits,
+            workdir=tmp_path_factory.mktemp("hostile-fork")))
+        for pool_limits in (limits, limits.replace(SHORT_LIMITS))
+    ]
+    wrapper = _ForkServersByLimits(backends)
+    yield wrapper
+    wrapper.close()
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("case", _cases("docker", FORK_SERVER_MODE))
+def test_hostile_submission_fork_server(case: HostileCase, attention: Assignment,
+                                        docker_client: Any, fork_servers: _ForkServersByLimits,
+                                        markers: Path) -> None:
+    document = _grade(fork_servers, attention, case)  # type: ignore[arg-type]
+    assert fork_servers.details and all(
+        detail.startswith("fork server") for detail in fork_servers.details), fork_servers.details
+    fork_servers.details.clear()
+    _assert_verdict(document, case, attention)
+    _assert_markers(())
+    for backend in fork_servers.backends.values():  # only its servers (one, or a replacement)
+        assert len(_owned_containers(docker_client, backend.owner)) <= 2
+
+
+@pytest.mark.docker
+def test_correct_submission_grades_normally_after_hostile_fork_server(
+        attention: Assignment, fork_servers: _ForkServersByLimits) -> None:
+    document = GradingPipeline(backend=fork_servers).grade(  # type: ignore[arg-type]
         attention, {"attention.py": CORRECT.read_bytes()}, seed=SEED)
     assert (document["score"], document["diagnoses"]) == (10.0, [])
     assert document["autograde"]["integrity"] == []

@@ -70,9 +70,12 @@ def test_the_worker_keeps_one_warm_container_per_core(monkeypatch: Any) -> None:
     from service.tasks import share_warm_pool
 
     monkeypatch.delenv("AUTOGRADE_DOCKER_POOL_SIZE", raising=False)
+    monkeypatch.setenv("AUTOGRADE_DOCKER_FORK_SERVERS", "")  # restored (removed) afterwards
+    monkeypatch.delenv("AUTOGRADE_DOCKER_FORK_SERVERS")
     monkeypatch.setattr("os.cpu_count", lambda: 4)
     share_warm_pool(options={"concurrency": 2})
     assert os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] == "2"
+    assert os.environ["AUTOGRADE_DOCKER_FORK_SERVERS"] == "2"  # the fork-server mode's too
     monkeypatch.setenv("AUTOGRADE_DOCKER_POOL_SIZE", "3")
     share_warm_pool(options={"concurrency": 8})
     assert os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] == "3"  # an explicit setting stands

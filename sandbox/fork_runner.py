@@ -1,0 +1,359 @@
+"""The fork server: inside one long-lived sandbox container, it runs each job in an isolated child.
+
+Part of the fork-server mode of the Docker backend (``sandbox.fork_server`` is the host side;
+see the README's "Fork-server mode"). The server imports torch once and warms it up, then
+serves jobs one at a time, numbered 0, 1, 2, ... from the container's start:
+
+1. It waits until the host has moved the directory ``JOBS_DIR/N`` in (plan, inputs and
+   submission, laid out by ``sandbox.outputs.write_job``), copies it into ``OUT_DIR/N/job``
+   and makes ``OUT_DIR/N/out`` for the outputs, both owned by the job's own uid and readable by
+   no one else.
+2. It forks a keeper that isolates itself before any student code exists: a fresh uid and gid
+   of its own (no supplementary groups), rlimits equal to the per-container limits, new user,
+   mount, pid, network, IPC and UTS namespaces, private tmpfs mounts over ``/tmp`` and
+   ``/dev/shm``, the host's input directory hidden, no capabilities, no new privileges and a
+   seccomp filter against further namespaces, mounts and tracing. The keeper forks the pid
+   namespace's init, which runs the probe runner's ``main`` unchanged: supervisor and student
+   child, the same event stream and safetensors files as in a container of its own. When the
+   init ends, the kernel kills every process left in its namespace.
+3. It relays the job's stream to its own standard output (the exec stream the host reads) in
+   frames only it writes, ``KIND N LENGTH\\n`` followed by LENGTH bytes: ``O`` the probe
+   runner's stream, ``R`` the runner's own standard error, ``E`` the exit status at the end.
+   A file ``JOBS_DIR/N/kill`` from the host ends the job at once (its deadline or a flood).
+4. Once the host has read ``OUT_DIR/N/out`` and moved the next job in, the server kills any
+   process of the previous uid still alive and wipes its directory.
+
+The container runs the server as its root with only the capabilities this needs (set user and
+group ids, chown, kill); it never runs student code. Standard library and the probe runner only.
+
+Usage (inside the sandbox)::
+
+    fork_runner.py JOBS_DIR OUT_DIR SETTINGS_JSON
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import resource
+import select
+import shutil
+import signal
+import struct
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import probe_runner
+
+KILL_FILE = "kill"
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWUTS = 0x04000000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_CLONE_NEWNET = 0x40000000
+NAMESPACES = (_CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWNET | _CLONE_NEWIPC
+              | _CLONE_NEWUTS)
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REC, _MS_PRIVATE = 0x4000, 0x40000
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+_LAST_CAPABILITY = 63
+_POLL_SECONDS = 0.002
+_KILL_CHECK_SECONDS = 0.02
+_DRAIN_SECONDS = 2.0
+_SETUP_FAILED = 71
+
+# x86_64 system calls the job may not make: more namespaces, mounts, tracing, kernel keyrings,
+# BPF, perf, userfaultfd, io_uring, the new mount API (their attack surface, not their use).
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_X32_SYSCALL_BIT = 0x40000000
+_NR_CLONE = 56
+_NR_CLONE3 = 435
+_DENIED_SYSCALLS = (
+    101,  # ptrace
+    155, 161, 165, 166,  # pivot_root, chroot, mount, umount2
+    248, 249, 250,  # add_key, request_key, keyctl
+    272, 308,  # unshare, setns
+    298, 310, 311, 312,  # perf_event_open, process_vm_readv, process_vm_writev, kcmp
+    321, 323,  # bpf, userfaultfd
+    425, 426, 427,  # io_uring_setup, io_uring_enter, io_uring_register
+    428, 429, 430, 431, 432, 433, 442,  # open_tree .. fspick, mount_setattr
+)
+_ERRNO_EPERM, _ERRNO_ENOSYS = 1, 38
+
+
+def main(argv: list[str]) -> None:
+    jobs_dir, out_dir, settings = argv[0], argv[1], json.loads(argv[2])
+    stream = os.dup(1)  # the exec stream: nothing but frames goes there
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    _prctl(_PR_SET_DUMPABLE, 0)
+    for ignored in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(ignored, signal.SIG_IGN)
+    probe_runner.torch.set_num_threads(1)
+    probe_runner._warm_up()
+    open(os.path.join(out_dir, "ready"), "w").close()
+    previous: tuple[int, str] | None = None
+    number = 0
+    while True:
+        job_dir = os.path.join(jobs_dir, str(number))
+        while not os.path.isdir(job_dir):
+            time.sleep(_POLL_SECONDS)
+        if previous is not None:
+            _wipe(*previous)
+        uid = int(settings["uid_base"]) + number
+        root = os.path.join(out_dir, str(number))
+        previous = (uid, root)
+        status = _serve(job_dir, root, uid, settings, stream)
+        _send(stream, b"E", number, str(status).encode())
+        number += 1
+
+
+def _serve(job_dir: str, root: str, uid: int, settings: Mapping[str, Any], stream: int) -> int:
+    """Run one job in its own keeper, relaying its output; the keeper's exit status."""
+    os.mkdir(root, 0o700)
+    shutil.copytree(job_dir, os.path.join(root, "job"), ignore=shutil.ignore_patterns(KILL_FILE))
+    os.makedirs(os.path.join(root, "out", probe_runner.TENSORS_DIR))
+    for folder, _, files in os.walk(root, topdown=False):  # a folder once all in it is done
+        for name in [*(os.path.join(folder, entry) for entry in files), folder]:
+            os.chown(name, uid, uid)
+    channel_read, channel_write = os.pipe()
+    error_read, error_write = os.pipe()
+    keeper = os.fork()
+    if keeper == 0:
+        try:
+            os.dup2(channel_write, 1)
+            os.dup2(error_write, 2)
+            os.closerange(3, 1 << 16)
+            _keeper(root, uid, settings)
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                os.write(2, traceback.format_exc().encode()[-4000:])
+        os._exit(_SETUP_FAILED)
+    os.close(channel_write)
+    os.close(error_write)
+    number = int(os.path.basename(root))
+    kill_file = os.path.join(job_dir, KILL_FILE)
+    kinds = {channel_read: b"O", error_read: b"R"}
+    status: int | None = None
+    drained_by: float | None = None
+    next_check = 0.0
+    while kinds or status is None:
+        if kinds:
+            ready, _, _ = select.select(list(kinds), [], [], _KILL_CHECK_SECONDS)
+            for fd in ready:
+                chunk = os.read(fd, 65536)
+                if chunk:
+                    _send(stream, kinds[fd], number, chunk)
+                else:
+                    os.close(fd)
+                    del kinds[fd]
+        else:
+            time.sleep(_KILL_CHECK_SECONDS)
+        if time.monotonic() >= next_check:
+            next_check = time.monotonic() + _KILL_CHECK_SECONDS
+            if os.path.exists(kill_file):
+                with contextlib.suppress(OSError):
+                    os.kill(keeper, signal.SIGKILL)
+        if status is None:
+            pid, wait_status = os.waitpid(keeper, os.WNOHANG)
+            if pid:
+                status = probe_runner._exit_status(wait_status)
+                drained_by = time.monotonic() + _DRAIN_SECONDS
+        elif drained_by is not None and time.monotonic() > drained_by:
+            break  # a descriptor held past the namespace's end: the job is over regardless
+    for fd in kinds:
+        os.close(fd)
+    return status if status is not None else 70
+
+
+def _keeper(root: str, uid: int, settings: Mapping[str, Any]) -> None:
+    """Isolate this process, then fork the job's init and wait for it (never returns)."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    with open("/proc/self/oom_score_adj", "w") as adjust:  # the job, not the server, is killed
+        adjust.write("1000")
+    for limit, value in ((resource.RLIMIT_NOFILE, settings["open_files"]),
+                         (resource.RLIMIT_FSIZE, settings["file_size_bytes"]),
+                         (resource.RLIMIT_CORE, 0),
+                         (resource.RLIMIT_NPROC, settings["max_processes"]),
+                         (resource.RLIMIT_CPU, settings["cpu_seconds"])):
+        resource.setrlimit(limit, (int(value), int(value)))
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)  # every capability of the container's root is gone here
+    _prctl(_PR_SET_DUMPABLE, 1)  # /proc/self must be ours to write the namespace's maps
+    _check(_LIBC.unshare(NAMESPACES), "unshare")
+    for name, content in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                          ("gid_map", f"{uid} {uid} 1")):
+        with open(f"/proc/self/{name}", "w") as mapping:
+            mapping.write(content)
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
+    private = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    for target in ("/tmp", "/dev/shm"):
+        _mount("tmpfs", target, "tmpfs", private,
+               f"size={int(settings['tmpfs_bytes'])},mode=1777")
+    _mount("tmpfs", settings["jobs_mount"], "tmpfs", private | _MS_RDONLY, "size=4k,mode=0555")
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    _drop_capabilities()
+    _install_seccomp()
+    _prctl(_PR_SET_DUMPABLE, 0)
+    alive_read, alive_write = os.pipe()  # at its end the keeper is gone
+    init = os.fork()
+    if init == 0:  # pid 1 of the job's namespace: the probe runner, as in a container of its own
+        os.close(alive_write)
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if select.select([alive_read], [], [], 0)[0]:  # the keeper died before that
+            os._exit(_SETUP_FAILED)
+        os.close(alive_read)
+        os.chdir("/tmp")
+        job, out = os.path.join(root, "job"), os.path.join(root, "out")
+        sys.argv = [probe_runner.__file__, job, out, "--sole-user"]
+        probe_runner.main([job, out, "--sole-user"])
+        os._exit(70)
+    os.close(alive_read)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    _, status = os.waitpid(init, 0)
+    os._exit(probe_runner._exit_status(status))
+
+
+def _wipe(uid: int, root: str) -> None:
+    """Kill what is left of a job's uid and remove its directory; exit if either fails."""
+    for _ in range(50):
+        left = _processes_of(uid)
+        if not left:
+            break
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
+    else:
+        sys.exit(f"processes of uid {uid} survive SIGKILL")
+    cleaner = os.fork()
+    if cleaner == 0:  # as the job's uid: its files are its own, whatever modes it gave them
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            for folder, dirs, _ in os.walk(root):
+                for name in dirs:
+                    with contextlib.suppress(OSError):
+                        os.chmod(os.path.join(folder, name), 0o700, follow_symlinks=False)
+            for entry in os.listdir(root):
+                path = os.path.join(root, entry)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    os.waitpid(cleaner, 0)
+    os.rmdir(root)  # fails, and ends the server, if the cleaner left anything
+
+
+def _processes_of(uid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError), open(f"/proc/{entry}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"Uid:"):
+                    if int(line.split()[1]) == uid:
+                        found.append(int(entry))
+                    break
+    return found
+
+
+def _send(stream: int, kind: bytes, number: int, payload: bytes) -> None:
+    frame = memoryview(kind + f" {number} {len(payload)}\n".encode() + payload)
+    while frame:
+        frame = frame[os.write(stream, frame):]
+
+
+def _prctl(option: int, value: int) -> None:
+    _check(_LIBC.prctl(option, value, 0, 0, 0), f"prctl {option}")
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def _mount(source: str | None, target: str, kind: str | None, flags: int,
+           options: str | None) -> None:
+    def encode(value: str | None) -> bytes | None:
+        return value.encode() if value is not None else None
+
+    _check(_LIBC.mount(encode(source), encode(target), encode(kind), ctypes.c_ulong(flags),
+                       encode(options)), f"mount {target}")
+
+
+def _drop_capabilities() -> None:
+    """No capability left, not even those of the job's own user namespace."""
+    for capability in range(_LAST_CAPABILITY + 1):
+        if _LIBC.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            break  # past the kernel's last capability
+    header = struct.pack("II", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    data = bytes(24)  # effective, permitted, inheritable: all empty, both 32-bit halves
+    _check(_LIBC.capset(header, data), "capset")
+
+
+def _install_seccomp() -> None:
+    """A filter that refuses the calls of ``_DENIED_SYSCALLS``, namespace flags in ``clone``
+    and ``clone3`` altogether (with ENOSYS, so the C library falls back to ``clone``)."""
+    load, jump_eq, jump_ge, jump_set, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, kill = 0x7FFF0000, 0x80000000
+    program: list[tuple[int, int, int, int]] = [
+        (load, 0, 0, 4),  # arch
+        (jump_eq, 1, 0, _AUDIT_ARCH_X86_64),
+        (ret, 0, 0, kill),
+        (load, 0, 0, 0),  # nr
+    ]
+    # Jumps are filled in once the positions of the three verdicts at the end are known.
+    pending: list[tuple[int, int, str]] = []
+    program.append((jump_ge, 0, 0, _X32_SYSCALL_BIT))
+    pending.append((len(program) - 1, jump_ge, "eperm"))
+    for number in _DENIED_SYSCALLS:
+        program.append((jump_eq, 0, 0, number))
+        pending.append((len(program) - 1, jump_eq, "eperm"))
+    program.append((jump_eq, 0, 0, _NR_CLONE3))
+    pending.append((len(program) - 1, jump_eq, "enosys"))
+    program.append((jump_eq, 0, 2, _NR_CLONE))  # not clone: on to "allow"
+    program.append((load, 0, 0, 16))  # clone's flags (low half of the first argument)
+    program.append((jump_set, 0, 0, NAMESPACES))
+    pending.append((len(program) - 1, jump_set, "eperm"))
+    verdicts = {"allow": len(program), "eperm": len(program) + 1, "enosys": len(program) + 2}
+    program += [(ret, 0, 0, allow), (ret, 0, 0, 0x00050000 | _ERRNO_EPERM),
+                (ret, 0, 0, 0x00050000 | _ERRNO_ENOSYS)]
+    for index, code, target in pending:
+        program[index] = (code, verdicts[target] - index - 1, 0, program[index][3])
+    # the last clone test falls through to "allow" when no namespace flag is set
+    filters = b"".join(struct.pack("HBBI", *instruction) for instruction in program)
+    buffer = ctypes.create_string_buffer(filters)
+    fprog = struct.pack("HxxxxxxQ", len(program), ctypes.addressof(buffer))
+    _check(_LIBC.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, fprog, 0, 0), "seccomp")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
