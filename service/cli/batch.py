@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from grader.pipeline import GradingPipeline
 
 SKIPPED_NAMES = ("__pycache__",)
+SUBMITTED_SUFFIXES = (".py", ".ipynb")
+"""What a file of a submission may be: Python, or one Jupyter notebook (its code cells)."""
 
 
 @dataclass(frozen=True)
@@ -66,21 +68,21 @@ def collect(folder: Path) -> list[Entry]:
             continue
         if path.is_dir():
             entries.append(_folder_entry(path))
-        elif path.is_file() and path.suffix == ".py":
+        elif path.is_file() and path.suffix in SUBMITTED_SUFFIXES:
             entries.append(_read(path.name, [path]))
         else:
-            entries.append(Entry(path.name, problem="neither a .py file nor a folder"))
+            entries.append(Entry(path.name, problem="neither a .py file, a notebook nor a folder"))
     return entries
 
 
 def _folder_entry(folder: Path) -> Entry:
     try:
-        sources = sorted(p for p in folder.iterdir()
-                         if p.suffix == ".py" and p.is_file() and not p.name.startswith("."))
+        sources = sorted(p for p in folder.iterdir() if p.suffix in SUBMITTED_SUFFIXES
+                         and p.is_file() and not p.name.startswith("."))
     except OSError as exc:
         return Entry(folder.name, problem=f"cannot list it: {exc.strerror}")
     if not sources:
-        return Entry(folder.name, problem="the folder holds no .py file")
+        return Entry(folder.name, problem="the folder holds no .py file or notebook")
     return _read(folder.name, sources)
 
 
@@ -126,11 +128,18 @@ def grade_all(pipeline: GradingPipeline, assignment: Assignment, entries: list[E
 
 def document_names(outcomes: list[Outcome]) -> Iterator[tuple[Outcome, str]]:
     """The file name of each graded submission's document in ``--out``: the entry's name
-    without ``.py``, unless two entries would then share it."""
-    stems = [o.entry.name.removesuffix(".py") for o in outcomes]
+    without ``.py`` or ``.ipynb``, unless two entries would then share it."""
+    stems = [_stem(o.entry.name) for o in outcomes]
     for outcome, stem in zip(outcomes, stems, strict=True):
         if outcome.graded:
             yield outcome, (stem if stems.count(stem) == 1 else outcome.entry.name) + ".json"
+
+
+def _stem(name: str) -> str:
+    for suffix in SUBMITTED_SUFFIXES:
+        if name.endswith(suffix):
+            return name.removesuffix(suffix)
+    return name
 
 
 def write_documents(out: Path, outcomes: list[Outcome]) -> None:

@@ -21,9 +21,9 @@ def register(commands: Commands) -> None:
     grade = commands.add(
         "local", "grade", "grade a submission's files here, or a folder of submissions",
         description="Grade one submission's files and print the report; or, given a folder, "
-                    "grade each .py file in it and each subfolder (its .py files) as one "
-                    "submission, in parallel through one warm sandbox pool, and print a "
-                    "summary table.")
+                    "grade each .py file or notebook in it and each subfolder (its .py files "
+                    "or notebook) as one submission, in parallel through one warm sandbox "
+                    "pool, and print a summary table.")
     grade.add_argument("files", nargs="+", type=Path, metavar="FILE",
                        help="the submission's files, or one folder of submissions")
     grade.add_argument("--assignment", required=True, metavar="SLUG",

@@ -16,6 +16,7 @@ from assignments import Assignment
 from grader.pipeline import GradingPipeline
 from service.cli.batch import Entry, Outcome, collect, document_names
 from tests.conftest import CORPUS
+from tests.notebookkit import notebook
 from tests.servicekit import REPO
 
 SEED = 3
@@ -35,6 +36,7 @@ def test_each_python_file_and_each_subfolder_is_one_submission(tmp_path: Path) -
     (tmp_path / "bob" / "README.md").write_text("notes")
     (tmp_path / "bob" / "__pycache__").mkdir()
     (tmp_path / "empty").mkdir()
+    (tmp_path / "carl.ipynb").write_bytes(b"{}")
     (tmp_path / "notes.txt").write_text("x")
     (tmp_path / ".DS_Store").write_text("x")
     (tmp_path / "__pycache__").mkdir()
@@ -42,8 +44,9 @@ def test_each_python_file_and_each_subfolder_is_one_submission(tmp_path: Path) -
     assert entries == [
         Entry("alice.py", {"alice.py": b"a = 1\n"}),
         Entry("bob", {"attention.py": b"b = 1\n", "helper.py": b"c = 1\n"}),
-        Entry("empty", problem="the folder holds no .py file"),
-        Entry("notes.txt", problem="neither a .py file nor a folder"),
+        Entry("carl.ipynb", {"carl.ipynb": b"{}"}),
+        Entry("empty", problem="the folder holds no .py file or notebook"),
+        Entry("notes.txt", problem="neither a .py file, a notebook nor a folder"),
     ]
 
 
@@ -71,6 +74,9 @@ def test_a_folder_is_graded_as_one_off_gradings_are(tmp_path: Path, attention: A
     (folder / "bob").mkdir()
     wrong_axis = (CORPUS / "attention" / "softmax_dim_minus2.py").read_bytes()
     (folder / "bob" / "attention.py").write_bytes(wrong_axis)
+    correct = (CORPUS / "attention" / "correct_matmul.py").read_text()
+    (folder / "dana.ipynb").write_bytes(notebook(("markdown", "# My lab"), ("code", correct),
+                                                 ("code", "attention")))
     (folder / "notes.txt").write_text("not a submission")
 
     done = subprocess.run(
@@ -81,12 +87,14 @@ def test_a_folder_is_graded_as_one_off_gradings_are(tmp_path: Path, attention: A
     assert done.returncode == 1, done.stderr  # one entry was not a submission
     rows = json.loads(done.stdout)
     assert [(r["submission"], r["graded"]) for r in rows] == [
-        ("alice.py", True), ("bob", True), ("notes.txt", False)]
+        ("alice.py", True), ("bob", True), ("dana.ipynb", True), ("notes.txt", False)]
     assert rows[0]["score"] == 10 and rows[0]["codes"] == []
     assert rows[1]["codes"] == ["softmax-wrong-axis"]
-    assert rows[2]["error"] == "neither a .py file nor a folder"
+    assert rows[2]["score"] == 10 and rows[2]["codes"] == []  # a notebook, by its code cells
+    assert rows[3]["error"] == "neither a .py file, a notebook nor a folder"
 
-    assert sorted(p.name for p in out.iterdir()) == ["alice.json", "bob.json", "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["alice.json", "bob.json", "dana.json",
+                                                     "summary.json"]
     assert json.loads((out / "summary.json").read_text()) == rows
     batch = json.loads((out / "bob.json").read_text())
     alone = local_pipeline.grade(attention, {"attention.py": wrong_axis}, seed=SEED)
@@ -104,7 +112,7 @@ def test_the_summary_table_names_every_entry(tmp_path: Path) -> None:
         env={**os.environ, "COLUMNS": "120"})
     assert done.returncode == 1, done.stderr
     assert "broken.py" in done.stdout and "syntax-error" in done.stdout
-    assert "not graded: the folder holds no .py file" in done.stdout
+    assert "not graded: the folder holds no .py file or notebook" in done.stdout
     assert "Graded 1 of 2 in" in done.stdout and "1 not graded" in done.stdout
 
 
