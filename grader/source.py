@@ -15,6 +15,7 @@ from sandbox.probe_runner import underlying_kernels
 MAX_FILE_BYTES = 1 << 20
 MAX_FILES = 16
 
+
 @dataclass(frozen=True)
 class SourceProblem:
     """Why a submission cannot be run at all."""

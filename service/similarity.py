@@ -237,7 +237,7 @@ class SimilarityState:
 
     @property
     def pending(self) -> bool:
-        return self.run is not None and _alive(self.run)
+        return run_pending(self.run)
 
     @property
     def failed(self) -> str | None:
@@ -252,15 +252,26 @@ def _alive(run: SimilarityRun) -> bool:
         run.updated_at > utcnow() - LOST_AFTER)
 
 
+def latest_run(session: Session, assignment: CourseAssignment, *, done: bool = False
+               ) -> SimilarityRun | None:
+    """The assignment's newest run (``done``: its newest finished one)."""
+    where = [SimilarityRun.assignment_id == assignment.id]
+    if done:
+        where.append(SimilarityRun.status == ReportStatus.DONE)
+    return session.scalar(select(SimilarityRun).where(*where)
+                          .order_by(SimilarityRun.id.desc()).limit(1))
+
+
+def run_pending(run: SimilarityRun | None) -> bool:
+    """Whether the run is still to be answered (queued or running, and not lost)."""
+    return run is not None and _alive(run)
+
+
 def similarity_state(session: Session, assignment: CourseAssignment) -> SimilarityState:
     sources = counted_sources(session, assignment)
     key = comparison_key(sources, boilerplate_of(assignment))
-    runs = SimilarityRun.assignment_id == assignment.id
-    latest = session.scalar(select(SimilarityRun).where(runs).order_by(SimilarityRun.id.desc())
-                            .limit(1))
-    finished = session.scalar(select(SimilarityRun).where(
-        runs, SimilarityRun.status == ReportStatus.DONE).order_by(SimilarityRun.id.desc())
-        .limit(1))
+    latest = latest_run(session, assignment)
+    finished = latest_run(session, assignment, done=True)
     report = report_from_json(finished.report) if finished and finished.report else None
     return SimilarityState(latest, report, finished.finished_at if finished else None,
                            finished is not None and finished.key == key, len(sources))

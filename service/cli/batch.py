@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from grader.notebook import NOTEBOOK_SUFFIX
+
 if TYPE_CHECKING:
     from assignments import Assignment
     from grader.pipeline import GradingPipeline
 
 SKIPPED_NAMES = ("__pycache__",)
-SUBMITTED_SUFFIXES = (".py", ".ipynb")
+SUBMITTED_SUFFIXES = (".py", NOTEBOOK_SUFFIX)
 """What a file of a submission may be: Python, or one Jupyter notebook (its code cells)."""
 
 

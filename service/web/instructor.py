@@ -48,9 +48,11 @@ from service.queue import SIMILARITY_TASK, enqueue, send
 from service.records import adjustments_of
 from service.similarity import (
     fail_run,
+    latest_run,
     pair_view,
     report_csv,
     request_report,
+    run_pending,
     similarity_state,
 )
 from service.submissions import readable_submission
@@ -181,10 +183,10 @@ def similarity_start(course: str, slug: str) -> BaseResponse:
 @blueprint.get("/courses/<course>/assignments/<slug>/similarity/progress")
 @login_page
 def similarity_progress(course: str, slug: str) -> Response:
-    """The latest run's progress, for the page to follow without reloading."""
-    state = similarity_state(session(), _taught(course, slug))
-    run = state.run
-    return jsonify({"status": run.status.value if run else None, "pending": state.pending,
+    """The latest run's progress, for the page to follow without reloading (the run's row
+    only: the page polls it, so the counted submissions are not read again)."""
+    run = latest_run(session(), _taught(course, slug))
+    return jsonify({"status": run.status.value if run else None, "pending": run_pending(run),
                     "done": run.done if run else 0, "total": run.total if run else 0})
 
 
