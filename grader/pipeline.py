@@ -15,6 +15,7 @@ import torch
 
 from assignments import Assignment, CheckSpec, ProbePlan
 from assignments.model import Namespace
+from grader import learning
 from grader.checks import CheckContext, CheckVerdict, check_kinds, judge
 from grader.diagnosis import DiagnosisInput, Finding, diagnose, with_defining_checks
 from grader.document import RunFacts, build_document, unrunnable_document
@@ -125,8 +126,11 @@ def judge_outcomes(
     extra_findings: Sequence[Finding] = (),
 ) -> tuple[list[ScoredCheck], list[Diagnosis]]:
     """Judge validated outcomes against the reference: scored checks and diagnoses."""
-    reference = run_in_process(assignment.reference(frozenset()), plan)
-    context = CheckContext(plan=plan, student=student, reference=reference)
+    probed = learning.without_training(plan)
+    reference = {**run_in_process(assignment.reference(frozenset()), probed),
+                 **learning.REFERENCE_TRAININGS.outcomes(assignment, plan)}
+    trained = learning.assess(assignment, plan, student, reference)
+    context = CheckContext(plan=plan, student=student, reference=reference, training=trained)
     kinds = check_kinds()
     verdicts = [(check, judge(check, context, kinds)) for check in assignment.checks]
 
@@ -138,7 +142,7 @@ def judge_outcomes(
         return run_call_in_process(namespaces[mistakes], plan, call_id, backward=backward)
 
     findings = diagnose(DiagnosisInput(
-        plan=plan,
+        plan=probed,
         student=student,
         reference=reference,
         mistakes=assignment.mistakes,
@@ -148,6 +152,7 @@ def judge_outcomes(
     findings = with_defining_checks(
         [*findings, *extra_findings], plan,
         [(check.kind, verdict.failing_calls) for check, verdict in verdicts])
+    findings = learning.training_findings(findings, plan, student, trained, lost_code=lost_code)
     diagnoses = with_fallback(diagnoses_from(findings, plan, verdicts), verdicts)
     diagnoses = with_attention_maps(diagnoses, findings, plan, student, reference, verdicts,
                                     assignment.reference)

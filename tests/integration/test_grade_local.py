@@ -40,7 +40,7 @@ def test_a_correct_submission_gets_full_marks_and_no_code(
         local_pipeline: GradingPipeline, attention: Assignment) -> None:
     document = local_pipeline.grade(attention, corpus_file("attention", "correct_matmul.py"))
     assert_complete(document, attention)
-    assert document["score"] == 10 and _codes(document) == set()
+    assert document["score"] == attention.max_score and _codes(document) == set()
     assert "All checks passed" in document["output"]
 
 

@@ -59,8 +59,9 @@ def attention() -> Assignment:
                          ids=["before-due", "after-due", "published"])
 def test_a_diagnosis_resting_only_on_held_back_checks_is_held_back_with_them(
         attention: Assignment, visibility: Visibility, moment: dict[str, Any]) -> None:
-    # A custom autograd Function with a wrong backward fails only "gradients match" (1.9).
-    assignment = _with_visibility(attention, {"1.9"}, visibility)
+    # A custom autograd Function with a wrong backward fails only "gradients match" (1.9) and,
+    # its gradients being wrong, the training check (1.11).
+    assignment = _with_visibility(attention, {"1.9", "1.11"}, visibility)
     document = _document(assignment, {"gradient-wrong"})
     assert [d["code"] for d in document["diagnoses"]] == ["gradient-wrong"]
     view = student_view(document, **moment)
