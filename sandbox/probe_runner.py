@@ -292,6 +292,12 @@ def _load_training() -> types.ModuleType:
 _TRAINING = _load_training()
 
 
+# The global generator is the process's, and the grader runs the reference and the variants from
+# several threads at once: a forward that asks for a seed holds this from the seeding to its
+# return, so no other thread's draws land between them (the same seed gives the same dropout).
+_GLOBAL_RNG = threading.RLock()
+
+
 def _execute_module_call(
     namespace: Mapping[str, Any], call: Mapping[str, Any], recorder: _CallRecorder
 ) -> None:
@@ -301,7 +307,9 @@ def _execute_module_call(
         return
     init, inputs = call["init"], recorder.inputs
     try:
-        with recorder.guard():
+        # a constructor may draw from the global generator (a layer's initial weights): not in
+        # the middle of another thread's seeded forward
+        with _GLOBAL_RNG, recorder.guard():
             module = cls(*_values(init.get("args", []), inputs), **_kwvalues(init, inputs))
     except BaseException as exc:
         recorder.failed("init", exc)
@@ -404,12 +412,6 @@ def _execute_forward(
         return "ok"
     return _execute_backward(returned, backward, prefix, recorder,
                              parameters=parameters, leaves=leaves)
-
-
-# The global generator is the process's, and the grader runs the reference and the variants from
-# several threads at once: a forward that asks for a seed holds this from the seeding to its
-# return, so no other thread's draws land between them (the same seed gives the same dropout).
-_GLOBAL_RNG = threading.Lock()
 
 
 @contextlib.contextmanager
