@@ -9,7 +9,7 @@ import dataclasses
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -102,13 +102,14 @@ class GradingPipeline:
             phases["compare"] = time.perf_counter() - mark
             return unrunnable_document(assignment, early[0], early[1], facts,
                                        time.perf_counter() - started)
-        scored, diagnoses = judge_outcomes(
+        judged = judge_outcomes(
             assignment, plan, run.calls,
             lost_code=_lost_code(run),
             extra_findings=_run_findings(run, plan.calls[0].id if plan.calls else ""),
         )
         phases["compare"] = time.perf_counter() - mark
-        return build_document(assignment, scored, diagnoses, facts, time.perf_counter() - started)
+        return build_document(assignment, judged.scored, judged.diagnoses, facts,
+                              time.perf_counter() - started, training=judged.training)
 
 
 def use_one_thread() -> None:
@@ -124,8 +125,9 @@ def judge_outcomes(
     *,
     lost_code: str = "runtime-error",
     extra_findings: Sequence[Finding] = (),
-) -> tuple[list[ScoredCheck], list[Diagnosis]]:
-    """Judge validated outcomes against the reference: scored checks and diagnoses."""
+) -> Judgement:
+    """Judge validated outcomes against the reference: scored checks, diagnoses and what the
+    host computed of each training run."""
     probed = learning.without_training(plan)
     reference = {**run_in_process(assignment.reference(frozenset()), probed),
                  **learning.REFERENCE_TRAININGS.outcomes(assignment, plan)}
@@ -157,10 +159,19 @@ def judge_outcomes(
     diagnoses = with_attention_maps(diagnoses, findings, plan, student, reference, verdicts,
                                     assignment.reference)
     scored = [(check, verdict, _score(check, verdict, findings)) for check, verdict in verdicts]
-    return scored, diagnoses
+    return Judgement(scored, diagnoses, trained)
 
 
 ScoredCheck = tuple[CheckSpec, CheckVerdict, float]
+
+
+class Judgement(NamedTuple):
+    """What ``judge_outcomes`` found."""
+
+    scored: list[ScoredCheck]
+    diagnoses: list[Diagnosis]
+    training: dict[str, learning.TrainingEvidence]
+    """Per training call whose outcome had the expected form: its curves and accuracy."""
 
 
 def _import_failure(run: SubmissionRun) -> tuple[str, str] | None:
