@@ -8,7 +8,11 @@ assignments, from ``tests/corpus-realworld`` and ``tests/corpus``, interleaved):
 * **service, PostgreSQL + Redis**: gunicorn (2 processes), a Celery worker (2 processes), the
   same sandbox; submissions posted over the API;
 * **service, embedded default**: the same on SQLite and the SQLite queue (``--no-embedded``
-  leaves it out).
+  leaves it out);
+* **peer pattern**: a fresh ``docker run`` per submission running pytest over the peer's tests
+  (``benchmarks/peer``, the image built here when missing; ``--no-peer`` leaves it out), two
+  at a time. Its suite checks ``attention()`` only, so it says less about a submission than
+  ours: it is the cost of the pattern, not a like-for-like grading.
 
 Measured for each: latency one at a time (submit -> result; over the API with the long poll,
 ``?wait=``), then a rush of N posted at once: throughput (N over first request to last result,
@@ -23,13 +27,14 @@ per submission.
 Usage (an engine and the sandbox image: ``make sandbox-image``)::
 
     .venv/bin/python benchmarks/service_rush.py [--n 20] [--latency-runs 8] [--no-embedded]
-        [--backend docker|local]
+        [--backend docker|local] [--no-peer]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import os
 import signal
 import statistics
@@ -54,10 +59,15 @@ import requests  # noqa: E402
 from benchmarks.docker_vs_peer import (  # noqa: E402
     CGROUP_PREFIX,
     CGROUP_ROOT,
+    PEER_NAME_PREFIX,
+    PYTEST_COMMAND,
     containers_in_cgroup,
     engine_pids,
     machine_busy,
+    peer_docker_options,
+    peer_image,
     process_cpu,
+    submission_dir,
 )
 from tests.servicekit import PASSWORD, PG_ADMIN, REDIS_URL, Stack, free_port  # noqa: E402
 
@@ -181,6 +191,8 @@ class Outcome:
     cpu: dict[str, float]
     failed: int
     load: tuple[float, float]
+    steps: dict[str, list[float]] | None = None
+    """The one-at-a-time runs split by the server's timestamps (services only)."""
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -222,6 +234,40 @@ def bare(items: list[Item], runs: int, backend_name: str, stack: ExitStack) -> O
     time.sleep(3)  # the refill of the pool is part of what a grading costs
     after = sample(roots, cgroup)
     return Outcome("bare pipeline", latency, elapsed, waits,
+                   {k: after[k] - before[k] for k in PARTS}, 0, (load, os.getloadavg()[0]))
+
+
+def peer(items: list[Item], runs: int, image: str) -> Outcome:
+    """The peer pattern on the same items: a fresh ``docker run`` with pytest for each."""
+    from sandbox.base import Limits
+
+    cgroup = new_cgroup("peer")
+    options = ["--rm", "--cgroup-parent", cgroup, *peer_docker_options(Limits())]
+
+    def grade(item: Item) -> float:
+        started = time.perf_counter()
+        with submission_dir(item.path.read_bytes()) as directory:
+            name = f"{PEER_NAME_PREFIX}{uuid.uuid4().hex[:12]}"
+            done = subprocess.run(["docker", "run", *options, "--name", name,
+                                   "-v", f"{directory}:/submission:ro", image,
+                                   "python3", *PYTEST_COMMAND, "/submission"],
+                                  capture_output=True, text=True, timeout=300)
+        # pytest's verdict is the peer's grade: 1, a test failed; 2, the tests could not import
+        # the submission's ``attention`` (a file of the other assignment). Anything else is not
+        if done.returncode not in (0, 1, 2):
+            raise RuntimeError(f"peer run failed ({done.returncode}): {done.stderr[-300:]}")
+        return time.perf_counter() - started
+
+    grade(items[0])  # untimed: the image's layers in the page cache
+    latency = [grade(item) for item in items[:runs]]
+    roots = {"worker": os.getpid()}
+    before, load = sample(roots, cgroup), os.getloadavg()[0]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:
+        waits = list(pool.map(grade, items))
+    elapsed = time.perf_counter() - started
+    after = sample(roots, cgroup)
+    return Outcome("peer: docker run + pytest (2 at a time)", latency, elapsed, waits,
                    {k: after[k] - before[k] for k in PARTS}, 0, (load, os.getloadavg()[0]))
 
 
@@ -283,11 +329,13 @@ def service(name: str, items: list[Item], runs: int, backend_name: str, database
         for slug in SLUGS:  # untimed: the worker's imports, plans, a filled pool
             follow(post(next(item for item in items if item.slug == slug)))
         time.sleep(3)
-        latency = []
+        latency, seen = [], {}
         for item in items[:runs]:
             started = time.perf_counter()
-            follow(post(item))
+            submission_id = post(item)
+            follow(submission_id)
             latency.append(time.perf_counter() - started)
+            seen[submission_id] = time.time()
         time.sleep(3)
         roots = {"web": stack.processes["web"].pid, "worker": stack.processes["worker"].pid}
         spies = [] if profile is None else [spy(pid, profile / f"{role}.txt")
@@ -308,9 +356,44 @@ def service(name: str, items: list[Item], runs: int, backend_name: str, database
         failed = sum(1 for b in bodies if b["status"] != "graded")
         return Outcome(name, latency, max(done) - min(requested), waits,
                        {k: after[k] - before[k] for k in PARTS}, failed,
-                       (load, os.getloadavg()[0]))
+                       (load, os.getloadavg()[0]), steps=latency_steps(database, seen))
     finally:
         stack.stop_all()
+
+
+STEPS = ("requested -> enqueued", "enqueued -> started", "started -> graded",
+         "graded -> client knew")
+
+
+def latency_steps(database: str, seen: dict[int, float]) -> dict[str, list[float]]:
+    """Where each one-at-a-time run spent its time, from the submissions' own timestamps
+    (naive UTC in the database) and the moment the client had the result."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(database)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(sqlalchemy.text(
+                "SELECT id, requested_at, enqueued_at, started_at, graded_at FROM submissions"
+            )).all()
+    finally:
+        engine.dispose()
+    steps: dict[str, list[float]] = {step: [] for step in STEPS}
+    for submission_id, *stamps in rows:
+        if submission_id not in seen or any(stamp is None for stamp in stamps):
+            continue
+        moments = [_utc(stamp) for stamp in stamps] + [seen[submission_id]]
+        for step, (a, b) in zip(STEPS, itertools.pairwise(moments), strict=True):
+            steps[step].append(b - a)
+    return steps
+
+
+def _utc(stamp: Any) -> float:
+    if isinstance(stamp, str):
+        stamp = datetime.datetime.fromisoformat(stamp)
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.UTC)
+    return float(stamp.timestamp())
 
 
 def spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
@@ -362,7 +445,8 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, items: list[Item],
         f"load average (1 min) at start {load:.1f}, at end {os.getloadavg()[0]:.1f}",
         f"Command: .venv/bin/python benchmarks/service_rush.py --n {args.n} "
         f"--latency-runs {args.latency_runs} --backend {args.backend}"
-        + (" --no-embedded" if args.no_embedded else ""),
+        + (" --no-embedded" if args.no_embedded else "")
+        + (" --no-peer" if args.no_peer else ""),
         f"Submissions: {len(items)} from {', '.join(kinds)}",
         "",
         "| contender | latency p50 | p95 | rush: subs/s | vs bare | wait p50 | wait p95 "
@@ -384,8 +468,17 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, items: list[Item],
     for outcome in outcomes:
         lines.append(f"| {outcome.name} | " + " | ".join(
             f"{outcome.cpu[p] / len(items):.2f}" for p in PARTS) + " |")
-    lines += ["", "(bare pipeline: its 'wait' is each grading's own time, there is no queue; "
-              "its latency is one grading in this process.)"]
+    lines += ["", "The one-at-a-time runs of the services, by step (median seconds; the "
+              "server's timestamps, the last step the client's clock):", "",
+              "| contender | " + " | ".join(STEPS) + " |", "|---|" + "---:|" * len(STEPS)]
+    for outcome in outcomes:
+        if outcome.steps:
+            lines.append(f"| {outcome.name} | " + " | ".join(
+                f"{statistics.median(outcome.steps[step]):.3f}" if outcome.steps[step] else "-"
+                for step in STEPS) + " |")
+    lines += ["", "(bare pipeline and peer: their 'wait' is each grading's own time, there is "
+              "no queue; the bare pipeline's latency is one grading in this process; the peer's "
+              "'worker' is this process and the docker CLI it runs.)"]
     return "\n".join(lines)
 
 
@@ -411,6 +504,7 @@ def main() -> int:
     parser.add_argument("--latency-runs", type=int, default=8)
     parser.add_argument("--backend", choices=("docker", "local"), default="docker")
     parser.add_argument("--no-embedded", action="store_true")
+    parser.add_argument("--no-peer", action="store_true")
     parser.add_argument("--profile", type=Path, help="py-spy the web and worker during the "
                         "PostgreSQL + Redis rush; collapsed stacks written to this folder")
     args = parser.parse_args()
@@ -433,9 +527,13 @@ def main() -> int:
                                         args.latency_runs, args.backend,
                                         f"sqlite:///{folder / 'autograde.db'}",
                                         f"sqla+sqlite:///{folder / 'broker.db'}", folder))
+            print(f"  {outcomes[-1].name}: done", file=sys.stderr)
+        if not args.no_peer and args.backend == "docker":
+            outcomes.append(peer(items, args.latency_runs, peer_image()))
     finally:
         remove_own_cgroups()
-    print(report(outcomes, args, items, started, load))
+        if outcomes:  # what was measured is kept even when a later contender failed
+            print(report(outcomes, args, items, started, load))
     return 0
 
 

@@ -76,6 +76,10 @@ class DockerSettings:
     faster, weaker isolation between runs; off by default)."""
     fork_servers: int = 2
     """Fork-server containers (one per core) in the fork-server mode."""
+    starters: int = 0
+    """Containers started (importing torch) at a time; 0: as many as the pool holds, at most
+    two. Several grading processes on one host each keep a pool: a share of the cores each
+    keeps starts beside the gradings bounded by the cores, however many are kept ready."""
 
 
 class DockerBackend:
@@ -101,8 +105,9 @@ class DockerBackend:
         # Destroying is off the critical path of a run; starting warm containers too.
         self._destroyer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-destroy")
         forking = settings.mode == FORK_SERVER_MODE
+        kept = settings.fork_servers if forking else settings.pool_size
         self._starter = ThreadPoolExecutor(
-            max_workers=max(1, min(settings.fork_servers if forking else settings.pool_size, 2)),
+            max_workers=settings.starters if settings.starters > 0 else max(1, min(kept, 2)),
             thread_name_prefix="sandbox-start",
         )
         self.janitor = Janitor(client, workdir=settings.workdir)
@@ -137,8 +142,9 @@ class DockerBackend:
         ``AUTOGRADE_DOCKER_IMAGE`` (default: the image of this checkout),
         ``AUTOGRADE_DOCKER_POOL_SIZE`` (default 2), ``AUTOGRADE_DOCKER_RUNTIME`` (optional),
         ``AUTOGRADE_DOCKER_WORKDIR``, ``AUTOGRADE_DOCKER_MODE`` (``container``, the default, or
-        ``fork-server``), ``AUTOGRADE_DOCKER_FORK_SERVERS`` (default 2); the engine from
-        ``DOCKER_HOST`` and friends.
+        ``fork-server``), ``AUTOGRADE_DOCKER_FORK_SERVERS`` (default 2),
+        ``AUTOGRADE_DOCKER_STARTERS`` (containers started at a time; default: up to two); the
+        engine from ``DOCKER_HOST`` and friends.
         """
         defaults = DockerSettings()
         settings = DockerSettings(
@@ -149,6 +155,7 @@ class DockerBackend:
             mode=environ.get("AUTOGRADE_DOCKER_MODE") or defaults.mode,
             fork_servers=int(environ.get("AUTOGRADE_DOCKER_FORK_SERVERS",
                                          defaults.fork_servers)),
+            starters=int(environ.get("AUTOGRADE_DOCKER_STARTERS", defaults.starters)),
         )
         return cls(client=connect(), settings=settings)
 

@@ -185,19 +185,27 @@ def sync_lms_rosters() -> int:
 
 
 def share_warm_pool(*, options: Mapping[str, Any], **_: Any) -> None:
-    """At worker start (``celeryd_init``, before the grading processes fork): each process
-    keeps ``cores / processes`` warm containers (at least one), so the worker as a whole keeps
-    one per core, unless ``AUTOGRADE_DOCKER_POOL_SIZE`` says otherwise. With the backend's
-    default of two per process, two processes on two cores kept four containers starting
-    (importing torch) beside the gradings, for no more throughput. The fork-server mode's
-    servers (``AUTOGRADE_DOCKER_FORK_SERVERS``) are shared out the same way."""
-    processes = int(options.get("concurrency") or os.cpu_count() or 1)
-    share = str(max(1, (os.cpu_count() or 1) // max(processes, 1)))
-    if "AUTOGRADE_DOCKER_POOL_SIZE" not in os.environ:
-        os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] = share
-        log.info("warm pool: %s container(s) per grading process, %s process(es)",
-                 os.environ["AUTOGRADE_DOCKER_POOL_SIZE"], processes)
-    os.environ.setdefault("AUTOGRADE_DOCKER_FORK_SERVERS", share)
+    """At worker start (``celeryd_init``, before the grading processes fork): each grading
+    process keeps ``cores / processes`` warm containers ready, but at least two, and starts
+    ``cores / processes`` at a time (at least one), so the worker as a whole never has more
+    containers importing torch than cores beside the gradings.
+
+    Celery hands a task to any idle process: with one container each (a share of the cores),
+    the next submission went half the time to the process whose container was still
+    starting, and waited for it (started -> graded 1.7 s one at a time, against 0.4 s with
+    two each). Ready containers cost memory only; starting ones cost the cores, hence the
+    bound on starts. ``AUTOGRADE_DOCKER_POOL_SIZE`` and ``AUTOGRADE_DOCKER_STARTERS``
+    override either; the fork-server mode's servers (``AUTOGRADE_DOCKER_FORK_SERVERS``) are
+    shared out by the cores (each is a long-lived container per core)."""
+    cores = os.cpu_count() or 1
+    processes = int(options.get("concurrency") or cores)
+    share = max(1, cores // max(processes, 1))
+    os.environ.setdefault("AUTOGRADE_DOCKER_POOL_SIZE", str(max(2, share)))
+    os.environ.setdefault("AUTOGRADE_DOCKER_STARTERS", str(share))
+    os.environ.setdefault("AUTOGRADE_DOCKER_FORK_SERVERS", str(share))
+    log.info("warm pool: %s container(s) per grading process, %s started at a time, "
+             "%s process(es)", os.environ["AUTOGRADE_DOCKER_POOL_SIZE"],
+             os.environ["AUTOGRADE_DOCKER_STARTERS"], processes)
 
 
 QUEUE_POLL_SECONDS = 0.1

@@ -66,22 +66,28 @@ def test_a_run_waiting_for_a_starting_container_gets_it_once_ready() -> None:
         pool.close()
 
 
-def test_the_worker_keeps_one_warm_container_per_core(monkeypatch: Any) -> None:
+def test_each_grading_process_keeps_two_ready_and_the_worker_starts_one_per_core(
+        monkeypatch: Any) -> None:
     from service.tasks import share_warm_pool
 
-    monkeypatch.delenv("AUTOGRADE_DOCKER_POOL_SIZE", raising=False)
-    monkeypatch.setenv("AUTOGRADE_DOCKER_FORK_SERVERS", "")  # restored (removed) afterwards
-    monkeypatch.delenv("AUTOGRADE_DOCKER_FORK_SERVERS")
-    monkeypatch.setattr("os.cpu_count", lambda: 4)
-    share_warm_pool(options={"concurrency": 2})
-    assert os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] == "2"
-    assert os.environ["AUTOGRADE_DOCKER_FORK_SERVERS"] == "2"  # the fork-server mode's too
+    variables = ("AUTOGRADE_DOCKER_POOL_SIZE", "AUTOGRADE_DOCKER_STARTERS",
+                 "AUTOGRADE_DOCKER_FORK_SERVERS")
+
+    def shared(cores: int, processes: int) -> tuple[str, ...]:
+        for name in variables:
+            monkeypatch.setenv(name, "")  # restored (removed) afterwards
+            monkeypatch.delenv(name)
+        monkeypatch.setattr("os.cpu_count", lambda: cores)
+        share_warm_pool(options={"concurrency": processes})
+        return tuple(os.environ[name] for name in variables)
+
+    # (ready per process, started at a time per process, fork servers per process)
+    assert shared(2, 2) == ("2", "1", "1")  # two started at a time on two cores
+    assert shared(8, 2) == ("4", "4", "4")
+    assert shared(4, 8) == ("2", "1", "1")
     monkeypatch.setenv("AUTOGRADE_DOCKER_POOL_SIZE", "3")
     share_warm_pool(options={"concurrency": 8})
     assert os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] == "3"  # an explicit setting stands
-    monkeypatch.delenv("AUTOGRADE_DOCKER_POOL_SIZE")
-    share_warm_pool(options={"concurrency": 8})
-    assert os.environ["AUTOGRADE_DOCKER_POOL_SIZE"] == "1"
 
 
 def test_runs_waiting_together_do_not_wake_each_other_in_a_loop() -> None:
