@@ -16,6 +16,7 @@ from assignments.spec import (
     list_assignments,
     load_spec,
 )
+from assignments.training_task import training_call
 
 __all__ = ["ASSIGNMENTS_ROOT", "SPEC_FILE", "AssignmentError", "list_assignments",
            "load_assignment"]
@@ -38,6 +39,9 @@ def _build(spec: AssignmentSpec) -> Assignment:
 
     def build_plan(seed: int) -> ProbePlan:
         calls, inputs = probes.build_calls(seed)
+        if spec.training:
+            call, tensors = training_call(spec.training, seed, reference.namespace(frozenset()))
+            calls, inputs = [*calls, call], {**inputs, **tensors}
         return ProbePlan(
             seed=seed,
             entry=spec.entry,

@@ -12,6 +12,7 @@ import enum
 import hashlib
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,9 @@ class AssignmentSpec:
     checks: tuple[CheckSpec, ...]
     version: str
     """Content hash of the package: a changed spec, reference or plan is a new version."""
+    training: Mapping[str, Any]
+    """The ``[training]`` table: the tiny transformer the ``learns`` check trains with the
+    student's code (layer, sizes, optimiser, steps); empty when the assignment has none."""
 
     @property
     def max_score(self) -> float:
@@ -137,6 +141,7 @@ def _build(slug: str, package: Path, raw: dict[str, Any]) -> AssignmentSpec:
         limits=Limits().replace(raw.get("limits", {})),
         checks=checks,
         version=_content_hash(package),
+        training=dict(raw.get("training", {})),
     )
 
 

@@ -134,7 +134,7 @@ def co_occurring_pairs(
 def _row(assignment: Assignment, plan: ProbePlan,
          mistakes: tuple[KnownMistake, ...]) -> CoverageRow:
     student = run_in_process(assignment.reference(frozenset(m.id for m in mistakes)), plan)
-    scored, diagnoses = judge_outcomes(assignment, plan, student)
+    scored, diagnoses, _ = judge_outcomes(assignment, plan, student)
     return CoverageRow(
         mistakes=tuple(m.id for m in mistakes),
         expected=frozenset(m.code for m in mistakes),

@@ -7,7 +7,7 @@ saying what was observed. A check passes when every one of its calls passes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -32,6 +32,8 @@ class CheckContext:
     plan: ProbePlan
     student: Mapping[str, CallOutcome]
     reference: Mapping[str, CallOutcome]
+    training: Mapping[str, Any] = field(default_factory=dict)
+    """What the host computed of each training call (``grader.learning.TrainingEvidence``)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,8 @@ _ONLY_RETURNED_CALLS = frozenset({"inputs-unchanged"})
 
 def check_kinds() -> dict[str, CallJudge]:
     """The registry of check kinds that ``assignment.toml`` files may name."""
+    from grader.learning import judge_learns  # it needs the diagnosis, which needs this module
+
     return {
         "matches-reference": _matches_reference,
         "raises-value-error": _raises_value_error,
@@ -89,6 +93,7 @@ def check_kinds() -> dict[str, CallJudge]:
         "causal-no-leak": _causal_no_leak,
         "deterministic-in-eval": _deterministic_in_eval,
         "decoding-matches-full": _decoding_matches_full,
+        "learns": judge_learns,
     }
 
 

@@ -1,14 +1,37 @@
-"""The results document (SPEC §3): a superset of Gradescope's results.json. Pure."""
+"""The results document (SPEC §3): a superset of Gradescope's results.json. Pure.
+
+Beside Gradescope's keys it has ``diagnoses``, ``autograde`` (facts of the run) and
+``training``: per training call of a ``learns`` check, the loss curve of the student's model
+against the reference's on the same seed, bounded (at most ``MAX_CURVE_POINTS`` points, numbers
+to 4 significant digits, ``null`` for a value that is not finite)::
+
+    {"version": 1, "call": "training", "tests": ["1.11"], "passed": true, "outcome": "learned",
+     "steps": [0, 1, ..., 80], "curve": [2.128, ...], "reference_curve": [2.131, ...],
+     "accuracy": 0.98, "reference_accuracy": 1.0, "chance": 0.125, "truncated": false}
+
+``steps[i]`` is the training step of ``curve[i]`` and ``reference_curve[i]``; the last point is
+the final loss on all training sequences. ``passed`` is the training's verdict, ``outcome``
+what the curve shows, in the order the check's observation names it: ``learned`` (it passed),
+``diverged``, ``leaks-the-future``, ``learned-nothing``, ``learned-part`` or ``inconsistent``
+(accurate, but its weights compute something else with correct attention). A student reads an
+entry only while one of its ``tests`` is released to them (``service/visibility.py``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from assignments import Assignment, CheckSpec
 from grader.checks import CheckVerdict
 from grader.feedback import CATALOGUE, Diagnosis
+from grader.learning import TrainingEvidence
+from grader.training_curves import sampled
+
+TRAINING_VERSION = 1
+MAX_CURVE_POINTS = 201
 
 
 @dataclass(frozen=True)
@@ -36,8 +59,11 @@ def build_document(
     diagnoses: Sequence[Diagnosis],
     facts: RunFacts,
     execution_time: float,
+    *,
+    training: Mapping[str, TrainingEvidence] | None = None,
 ) -> dict[str, Any]:
-    """Assemble the document from judged checks (with their scores) and diagnoses."""
+    """Assemble the document from judged checks (with their scores), diagnoses and the
+    evidence of each training call."""
     tests: list[dict[str, Any]] = []
     for check, verdict, score in checks:
         tags = [d.code for d in diagnoses if check.number in d.tests]
@@ -59,6 +85,7 @@ def build_document(
         "output": summary(score, assignment.max_score, tests, diagnoses),
         "tests": tests,
         "diagnoses": [d.to_json() for d in diagnoses],
+        "training": training_section([check for check, _, _ in checks], training or {}),
         "autograde": {
             "assignment": assignment.slug,
             "assignment_version": assignment.version,
@@ -74,6 +101,49 @@ def build_document(
             "integrity": list(facts.integrity),
         },
     }
+
+
+def training_section(checks: Sequence[CheckSpec],
+                     evidence: Mapping[str, TrainingEvidence]) -> list[dict[str, Any]]:
+    """Each training call's curves, the student's and the reference's, with the checks that
+    look at it (those decide who may read it)."""
+    section = []
+    for call_id, found in evidence.items():
+        kept = list(sampled(min(len(found.curve), len(found.reference_curve)),
+                            MAX_CURVE_POINTS))
+        section.append({
+            "version": TRAINING_VERSION,
+            "call": call_id,
+            "tests": [check.number for check in checks if call_id in check.calls],
+            "passed": found.passed,
+            "outcome": _outcome(found),
+            "steps": kept,
+            "curve": [_number(found.curve[i]) for i in kept],
+            "reference_curve": [_number(found.reference_curve[i]) for i in kept],
+            "accuracy": _number(found.accuracy),
+            "reference_accuracy": _number(found.reference_accuracy),
+            "chance": _number(found.chance),
+            "truncated": len(kept) < len(found.curve),
+        })
+    return section
+
+
+def _outcome(found: TrainingEvidence) -> str:
+    if found.passed:
+        return "learned"
+    if found.diverged:
+        return "diverged"
+    if found.leaks_the_future:
+        return "leaks-the-future"
+    if not found.learned:
+        return "learned-nothing" if found.learned_nothing else "learned-part"
+    return "inconsistent"
+
+
+def _number(value: float) -> float | None:
+    """JSON-safe: 4 significant digits (a loss near 0 keeps its size), and None for NaN or an
+    infinity (JSON has neither)."""
+    return float(f"{value:.4g}") if math.isfinite(value) else None
 
 
 def unrunnable_document(assignment: Assignment, code: str, message: str, facts: RunFacts,

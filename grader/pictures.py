@@ -130,13 +130,24 @@ _CURVE_STYLES = (("#1d4ed8", "", "circle"), ("#b42318", "6 4", "square"),
 
 
 def curves_svg(curves: Sequence[Curve], *, title: str, x_label: str, y_label: str,
-               width: int = 420, height: int = 240) -> str:
+               description: str = "", log_y: bool = False, width: int = 420,
+               height: int = 240) -> str:
     """Line chart of several curves on shared axes, each with its own dash and marker, and a
-    legend (the training check's loss curves: the student's against the reference)."""
-    finite = [p for c in curves for p in c.points if _drawable(p)]
+    legend (the training check's loss curves: the student's against the reference);
+    ``description`` is the picture's ``desc``, what it shows in words. With ``log_y`` the y axis
+    is logarithmic, marked at each power of ten (points at or below 0 are left out): a loss
+    falls over orders of magnitude."""
+
+    def drawable(point: tuple[float, float]) -> bool:
+        return _drawable(point) and (not log_y or point[1] > 0)
+
+    def scaled(y: float) -> float:
+        return math.log10(y) if log_y else y
+
+    finite = [p for c in curves for p in c.points if drawable(p)]
     x0, x1 = _span([p[0] for p in finite])
-    y0, y1 = _span([p[1] for p in finite])
-    left, right, top, bottom = 52, 12, 16, 40 + 16 * len(curves)
+    y0, y1 = _span([scaled(p[1]) for p in finite])
+    left, right, top, bottom = 64, 12, 16, 40 + 16 * len(curves)
     pw, ph = width - left - right, height - top - bottom
     if ph < 40:
         height, ph = height + 40 - ph, 40
@@ -150,9 +161,17 @@ def curves_svg(curves: Sequence[Curve], *, title: str, x_label: str, y_label: st
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="curves" width="{width}" '
              f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
              f"aria-label={_attr(title)}>", f"<title>{_text(title)}</title>",
+             *([f"<desc>{_text(description)}</desc>"] if description else []),
              f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" '
              f'stroke="#98a2b3"/>']
-    for value, y in ((y0, py(y0)), (y1, py(y1))):
+    ticks = [y0, y1]
+    if log_y:
+        # Powers of ten inside the span (at most about six), none overprinting an end's label.
+        decades = range(math.ceil(y0), math.floor(y1) + 1)
+        ticks += [d for d in decades[::max(1, math.ceil(len(decades) / 6))]
+                  if min(abs(py(d) - py(y0)), abs(py(d) - py(y1))) > 14]
+    for tick in ticks:
+        value, y = 10 ** tick if log_y else tick, py(tick)
         parts.append(f'<text x="{left - 4}" y="{y + 4:.1f}" font-size="10" text-anchor="end" '
                      f'fill="#475467">{value:.3g}</text>')
     for value, x in ((x0, px(x0)), (x1, px(x1))):
@@ -165,7 +184,7 @@ def curves_svg(curves: Sequence[Curve], *, title: str, x_label: str, y_label: st
                  f"{_text(y_label)}</text>")
     for n, curve in enumerate(curves):
         colour, dash, marker = _CURVE_STYLES[n % len(_CURVE_STYLES)]
-        points = [(px(x), py(y)) for x, y in curve.points if _drawable((x, y))]
+        points = [(px(x), py(scaled(y))) for x, y in curve.points if drawable((x, y))]
         dashes = f' stroke-dasharray="{dash}"' if dash else ""
         if points:
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)

@@ -9,12 +9,13 @@ import dataclasses
 import secrets
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from assignments import Assignment, CheckSpec, ProbePlan
 from assignments.model import Namespace
+from grader import learning
 from grader.checks import CheckContext, CheckVerdict, check_kinds, judge
 from grader.diagnosis import DiagnosisInput, Finding, diagnose, with_defining_checks
 from grader.document import RunFacts, build_document, unrunnable_document
@@ -101,13 +102,14 @@ class GradingPipeline:
             phases["compare"] = time.perf_counter() - mark
             return unrunnable_document(assignment, early[0], early[1], facts,
                                        time.perf_counter() - started)
-        scored, diagnoses = judge_outcomes(
+        judged = judge_outcomes(
             assignment, plan, run.calls,
             lost_code=_lost_code(run),
             extra_findings=_run_findings(run, plan.calls[0].id if plan.calls else ""),
         )
         phases["compare"] = time.perf_counter() - mark
-        return build_document(assignment, scored, diagnoses, facts, time.perf_counter() - started)
+        return build_document(assignment, judged.scored, judged.diagnoses, facts,
+                              time.perf_counter() - started, training=judged.training)
 
 
 def use_one_thread() -> None:
@@ -123,10 +125,14 @@ def judge_outcomes(
     *,
     lost_code: str = "runtime-error",
     extra_findings: Sequence[Finding] = (),
-) -> tuple[list[ScoredCheck], list[Diagnosis]]:
-    """Judge validated outcomes against the reference: scored checks and diagnoses."""
-    reference = run_in_process(assignment.reference(frozenset()), plan)
-    context = CheckContext(plan=plan, student=student, reference=reference)
+) -> Judgement:
+    """Judge validated outcomes against the reference: scored checks, diagnoses and what the
+    host computed of each training run."""
+    probed = learning.without_training(plan)
+    reference = {**run_in_process(assignment.reference(frozenset()), probed),
+                 **learning.REFERENCE_TRAININGS.outcomes(assignment, plan)}
+    trained = learning.assess(assignment, plan, student, reference)
+    context = CheckContext(plan=plan, student=student, reference=reference, training=trained)
     kinds = check_kinds()
     verdicts = [(check, judge(check, context, kinds)) for check in assignment.checks]
 
@@ -138,7 +144,7 @@ def judge_outcomes(
         return run_call_in_process(namespaces[mistakes], plan, call_id, backward=backward)
 
     findings = diagnose(DiagnosisInput(
-        plan=plan,
+        plan=probed,
         student=student,
         reference=reference,
         mistakes=assignment.mistakes,
@@ -148,14 +154,24 @@ def judge_outcomes(
     findings = with_defining_checks(
         [*findings, *extra_findings], plan,
         [(check.kind, verdict.failing_calls) for check, verdict in verdicts])
+    findings = learning.training_findings(findings, plan, student, trained, lost_code=lost_code)
     diagnoses = with_fallback(diagnoses_from(findings, plan, verdicts), verdicts)
     diagnoses = with_attention_maps(diagnoses, findings, plan, student, reference, verdicts,
                                     assignment.reference)
     scored = [(check, verdict, _score(check, verdict, findings)) for check, verdict in verdicts]
-    return scored, diagnoses
+    return Judgement(scored, diagnoses, trained)
 
 
 ScoredCheck = tuple[CheckSpec, CheckVerdict, float]
+
+
+class Judgement(NamedTuple):
+    """What ``judge_outcomes`` found."""
+
+    scored: list[ScoredCheck]
+    diagnoses: list[Diagnosis]
+    training: dict[str, learning.TrainingEvidence]
+    """Per training call whose outcome had the expected form: its curves and accuracy."""
 
 
 def _import_failure(run: SubmissionRun) -> tuple[str, str] | None:

@@ -7,11 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from grader.pictures import SHADES, differing, text_grid
+from grader.training_curves import read_section
 
 
 def render_report(document: dict[str, Any], *, plots: bool = True) -> str:
-    """Score, the per-check table and each diagnosis with its hint (and, with ``plots``, the
-    attention map the diagnosis cites, in shaded characters)."""
+    """Score, the per-check table, a line per training run (where its loss started and ended,
+    the reference's end, held-out accuracy) and each diagnosis with its hint (and, with
+    ``plots``, the attention map the diagnosis cites, in shaded characters)."""
     lines = [f"Score: {document['score']:g} / {document['max_score']:g}", ""]
     width = max((len(test["name"]) for test in document["tests"]), default=10)
     for test in document["tests"]:
@@ -19,6 +21,9 @@ def render_report(document: dict[str, Any], *, plots: bool = True) -> str:
         score = f"{test['score']:g}/{test['max_score']:g}"
         tags = f"  [{', '.join(test['tags'])}]" if test["tags"] else ""
         lines.append(f"  {mark}  {test['number']:>5}  {test['name']:<{width}}  {score:>7}{tags}")
+    trainings = read_section(document.get("training"))
+    if trainings:
+        lines += ["", *(curves.summary_line() for curves in trainings)]
     if document["diagnoses"]:
         lines += ["", "What went wrong:"]
         for diagnosis in document["diagnoses"]:

@@ -23,6 +23,7 @@ IMAGE_INPUTS = {
     "requirements.txt": _SANDBOX_DIR / "image" / "requirements.txt",
     "probe_runner.py": _SANDBOX_DIR / "probe_runner.py",
     "fork_runner.py": _SANDBOX_DIR / "fork_runner.py",
+    "training.py": _SANDBOX_DIR / "training.py",
 }
 _HASH_CHARS = 16
 

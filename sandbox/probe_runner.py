@@ -27,7 +27,8 @@ waits until FILE exists before it reads the job (the warm-pool mode of the Docke
 ``--sole-user`` says that every other process of this user belongs to the run (a container
 of its own), so the supervisor can tell the survivors of a run.
 
-Only the standard library, torch and safetensors may be imported here.
+Only the standard library, torch and safetensors may be imported here (and ``training.py``,
+loaded from the file next to this one).
 """
 
 from __future__ import annotations
@@ -218,7 +219,11 @@ def execute_call(
         _execute_module_call(namespace, call, recorder)
     else:
         target = namespace.get(call["target"])
-        if callable(target):
+        if callable(target) and "learn" in call:  # the training probe: one stage, no arguments
+            # seeded like any forward: its dropout masks are the seed's, whoever runs beside it
+            _execute_forward(_training_probe(namespace, call, recorder.inputs),
+                             {"seed": call["learn"]["seed"]}, "", recorder, parameters={})
+        elif callable(target):
             _execute_forward(target, call, "", recorder, parameters={})
         else:
             recorder.missing(call["target"])
@@ -266,6 +271,33 @@ class _CallRecorder:
         return status
 
 
+def _training_probe(namespace: Mapping[str, Any], call: Mapping[str, Any],
+                    inputs: Mapping[str, torch.Tensor]) -> Callable[[], Any]:
+    return lambda: _TRAINING.train(namespace, call, inputs)
+
+
+def _load_training() -> types.ModuleType:
+    """The training probe (``training.py``), from the file next to this one: the runner runs
+    as a script under ``python -I``, so its folder is not on ``sys.path`` (nor should it be,
+    where the submission's folder is)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "training.py")
+    spec = importlib.util.spec_from_file_location("autograde_training_probe", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_TRAINING = _load_training()
+
+
+# The global generator is the process's, and the grader runs the reference and the variants from
+# several threads at once: a forward that asks for a seed holds this from the seeding to its
+# return, so no other thread's draws land between them (the same seed gives the same dropout).
+_GLOBAL_RNG = threading.RLock()
+
+
 def _execute_module_call(
     namespace: Mapping[str, Any], call: Mapping[str, Any], recorder: _CallRecorder
 ) -> None:
@@ -275,7 +307,9 @@ def _execute_module_call(
         return
     init, inputs = call["init"], recorder.inputs
     try:
-        with recorder.guard():
+        # a constructor may draw from the global generator (a layer's initial weights): not in
+        # the middle of another thread's seeded forward
+        with _GLOBAL_RNG, recorder.guard():
             module = cls(*_values(init.get("args", []), inputs), **_kwvalues(init, inputs))
     except BaseException as exc:
         recorder.failed("init", exc)
@@ -378,12 +412,6 @@ def _execute_forward(
         return "ok"
     return _execute_backward(returned, backward, prefix, recorder,
                              parameters=parameters, leaves=leaves)
-
-
-# The global generator is the process's, and the grader runs the reference and the variants from
-# several threads at once: a forward that asks for a seed holds this from the seeding to its
-# return, so no other thread's draws land between them (the same seed gives the same dropout).
-_GLOBAL_RNG = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -765,6 +793,14 @@ def _relay(fd: int, prefix: bytes, channel: _Channel) -> None:
             channel.send_output(prefix, chunk)
 
 
+def call_seconds(call: Mapping[str, Any], default: float) -> float:
+    """A call's own budget where the plan gives one (the training probe), else the plan's."""
+    seconds = call.get("seconds")
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
+        return float(seconds)
+    return default
+
+
 def _stage_count(call: Mapping[str, Any]) -> int:
     """Budgeted stages of a call: init and setup, then each forward and its backward."""
     if "init" in call:
@@ -824,7 +860,8 @@ class _Supervisor:
         if event.get("status") != "ok":
             return False, None
         for call in self.plan["calls"]:
-            allowance = self.budget * _stage_count(call) + WATCHDOG_GRACE_SECONDS
+            allowance = call_seconds(call, self.budget) * _stage_count(call) + (
+                WATCHDOG_GRACE_SECONDS)
             record = self._expect(child, "call", call["id"], allowance)
             if record is None:
                 return not child.reports.closed, call["id"]
@@ -1035,6 +1072,11 @@ class _CallBudget:
     def _alarm(signum: int, frame: object) -> None:
         raise CallTimeout()
 
+    def lasting(self, seconds: float) -> _CallBudget:
+        """This budget with ``seconds`` per stage from now on."""
+        self._seconds = seconds
+        return self
+
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, self._seconds)
@@ -1202,7 +1244,8 @@ def _child_main(report_fd: int, job: Mapping[str, Any]) -> None:
         integrity.at(f"call {call['id']}")
         try:
             record, tensors = execute_call(
-                namespace, call, inputs, student_files=student_files, guard=budget
+                namespace, call, inputs, student_files=student_files,
+                guard=budget.lasting(call_seconds(call, float(plan["call_timeout"]))),
             )
         except CallTimeout:
             record, tensors = {"id": call["id"], "status": "timeout", "stages": []}, {}

@@ -2,8 +2,9 @@
 
 ``visible`` checks are always shown; ``after_due_date`` ones once the due date has passed;
 ``after_published`` and ``hidden`` ones once the instructor publishes results. Until then an
-unreleased check reveals nothing: not its name, score, output or tags, no diagnosis that only it
-supports, and the summary never says "all checks passed" while one is held back.
+unreleased check reveals nothing: not its name, score, output, tags or training curve, no
+diagnosis that only it supports, and the summary never says "all checks passed" while one is
+held back.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def student_view(document: Mapping[str, Any], *, now: datetime, due_at: datetime
                            round(max_score - shown_max, 4)),
         "tests": shown,
         "diagnoses": diagnoses,
+        "training": _released_training(document.get("training"), numbers),
         "withheld_checks": withheld,
         "autograde": {key: meta[key] for key in _STUDENT_META if key in meta},
     }
@@ -95,6 +97,19 @@ def _without_unreleased_map(diagnosis: dict[str, Any]) -> dict[str, Any]:
     if isinstance(tests, list) and set(tests) & set(diagnosis["tests"]):
         return diagnosis
     return {key: value for key, value in diagnosis.items() if key != "attention_map"}
+
+
+def _released_training(section: Any, numbers: set[str]) -> list[dict[str, Any]]:
+    """The training curves of the checks released to the student (the curves, the accuracy
+    and whether it passed are that check's evidence), citing only those checks."""
+    if not isinstance(section, list):
+        return []
+    shown = []
+    for entry in section:
+        tests = entry.get("tests") if isinstance(entry, Mapping) else None
+        if isinstance(tests, list) and (cited := [n for n in tests if n in numbers]):
+            shown.append({**entry, "tests": cited})
+    return shown
 
 
 def _summary(score: float, max_score: float, shown: list[dict[str, Any]],

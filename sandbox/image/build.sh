@@ -57,7 +57,8 @@ $PIP download --quiet --only-binary=:all: --dest "$wheels" \
 rm -rf "$context"
 mkdir -p "$context/wheels"
 cp "$ROOT/sandbox/image/Dockerfile" "$ROOT/sandbox/image/requirements.txt" \
-    "$ROOT/sandbox/probe_runner.py" "$ROOT/sandbox/fork_runner.py" "$context/"
+    "$ROOT/sandbox/probe_runner.py" "$ROOT/sandbox/fork_runner.py" "$ROOT/sandbox/training.py" \
+    "$context/"
 # Hard links when the cache is on the same file system: the torch wheel is large.
 cp -l "$wheels"/*.whl "$context/wheels/" 2>/dev/null || cp "$wheels"/*.whl "$context/wheels/"
 

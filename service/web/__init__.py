@@ -9,7 +9,7 @@ from flask import Flask
 from flask_wtf.csrf import CSRFProtect
 
 from service.web import gradebook, instructor, lti, student, webhooks
-from service.web.figures import attention_figure
+from service.web.figures import attention_figure, training_figures
 from service.web.pages import assets_blueprint
 from service.web.security import configure_web_security
 
@@ -24,6 +24,7 @@ def init_web(app: Flask) -> None:
             csrf.exempt(app.blueprints[name])
     app.jinja_env.filters["in_zone"] = in_zone
     app.jinja_env.globals["attention_figure"] = attention_figure
+    app.jinja_env.globals["training_figures"] = training_figures
     # The instructor's dashboard says when LMS scores wait for a release (lti/_release.html).
     app.jinja_env.globals["lms_release_notice"] = lti.release_notice
     app.register_blueprint(assets_blueprint())

@@ -1,4 +1,5 @@
-"""Figures for pages: a results document's attention maps as server-drawn SVG with a table."""
+"""Figures for pages, server-drawn SVG with a table: a results document's attention maps and
+its training curves."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from grader.pictures import Grid, Marks, differing, heatmap_svg
+from grader.pictures import Curve, Grid, Marks, curves_svg, differing, heatmap_svg
+from grader.training_curves import TrainingCurves, read_section, sampled
 
 MAX_SIDE = 32
 """Refuse to draw grids larger than this (a document holds at most 16; older or foreign
@@ -128,3 +130,46 @@ def _get(marks: Marks, i: int, j: int) -> bool:
 
 def _sum(row: Sequence[float | None]) -> float | None:
     return None if any(v is None for v in row) else round(sum(v for v in row if v is not None), 3)
+
+
+TABLE_ROWS = 11
+"""The training table lists this many steps, evenly spread (the picture has them all)."""
+
+
+@dataclass(frozen=True)
+class LossRow:
+    step: int
+    student: float | None
+    reference: float | None
+
+
+@dataclass(frozen=True)
+class TrainingFigure:
+    curves: TrainingCurves
+    svg: Markup
+    caption: str
+    rows: list[LossRow]
+
+
+def training_figures(section: Any) -> list[TrainingFigure]:
+    """What the page draws for a document's ``training`` section: per training run, the
+    student's loss curve against the reference's, a sentence and a table of some steps."""
+    figures = []
+    for curves in read_section(section):
+        caption = curves.caption()
+        steps = [float(step) for step in curves.steps]
+        # The SVG is built from numbers and escaped text only (grader.pictures escapes).
+        svg = Markup(curves_svg(
+            [Curve("your model", _points(steps, curves.curve)),
+             Curve("the reference, same seed", _points(steps, curves.reference_curve))],
+            title=f"Training loss of check {curves.checks}: your model and the reference",
+            x_label="training step", y_label="loss (log scale)", description=caption,
+            log_y=True, width=560, height=300))
+        rows = [LossRow(curves.steps[i], curves.curve[i], curves.reference_curve[i])
+                for i in sampled(len(curves.steps), TABLE_ROWS)]
+        figures.append(TrainingFigure(curves=curves, svg=svg, caption=caption, rows=rows))
+    return figures
+
+
+def _points(steps: Sequence[float], losses: Sequence[float | None]) -> list[tuple[float, float]]:
+    return [(step, loss) for step, loss in zip(steps, losses, strict=True) if loss is not None]

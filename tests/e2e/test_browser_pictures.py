@@ -1,7 +1,8 @@
-"""Attention maps and dashboard charts in a real Chromium, audited with axe-core.
+"""Attention maps, training curves and dashboard charts in a real Chromium, audited with axe-core.
 
 Three students' mistakes are graded through the pages and their result pages must draw the
-maps (a wrong softmax axis, a causal leak, ignored padding); a seeded 300-student course's
+maps (a wrong softmax axis, a causal leak, ignored padding) and the loss curves of the
+``learns`` check, the student's against the reference's; a seeded 300-student course's
 dashboard must answer with its charts and tables. Every page audited has no axe violation
 (WCAG 2.1 A and AA rules). axe-core is a test-only npm package (``package.json``, installed by
 ``scripts/ensure-browser.sh``), evaluated in the page by the test, never served by the app.
@@ -20,7 +21,14 @@ from service.app import create_app
 from service.cli.database import app_session
 from service.courses import course_by_code, enrol
 from service.models import CourseRole, Role
-from tests.e2e.conftest import COURSE, Live, _browser_unavailable, login, screenshot
+from tests.e2e.conftest import (
+    COURSE,
+    SCREENSHOTS,
+    Live,
+    _browser_unavailable,
+    login,
+    screenshot,
+)
 from tests.gradebookkit import seed_course
 from tests.servicekit import PASSWORD
 
@@ -111,6 +119,40 @@ def test_the_result_page_draws_the_map_of_the_diagnosis(
     assert errors == []
     assert audit(page) == []
     screenshot(page, shot)
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+@pytest.mark.parametrize(("code", "caption"), [
+    ("causal-leak", "fits its training sequences, not the task"),
+    ("softmax-wrong-axis", "Your model learned"),     # it learns, but computes something else
+])
+def test_the_result_page_draws_the_loss_curve_against_the_reference(
+        live: Live, browser: Any, graded: dict[str, int], code: str, caption: str) -> None:
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    login(page, live, "pia")
+    page.goto(live.path(f"/submissions/{graded[code]}"))
+    figure = page.locator("#curve-training")
+    figure.wait_for()
+    chart = figure.locator("svg.curves[role=img]")
+    assert chart.count() == 1
+    assert chart.locator("polyline").count() == 2              # yours and the reference's
+    assert chart.locator("title").count() == 1 and chart.locator("desc").count() == 1
+    legend = chart.locator("text").all_text_contents()   # SVG text has no innerText
+    assert "your model" in legend and "the reference, same seed" in legend
+    assert "training step" in legend and "loss (log scale)" in legend
+    text = figure.locator("figcaption").inner_text()
+    assert caption in text and "held-out answers right" in text
+    assert figure.get_attribute("data-passed") == "no"
+    figure.locator("details.map-numbers summary").click()
+    assert figure.locator("details.map-numbers table tbody tr").count() >= 2
+    assert errors == []
+    assert audit(page) == []
+    if code == "causal-leak":
+        figure.screenshot(path=str(SCREENSHOTS / "student-training-curve.png"))
     page.set_viewport_size({"width": 390, "height": 844})
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
 

@@ -90,7 +90,7 @@ def test_lti_launch_grade_and_passback_through_a_flaky_lms(stack: Stack, lms: Lm
     assert f"{stack.url}/lti/jwks" in listed.stdout and "deployment-1" in listed.stdout
     item = _deep_link(lms, stack)
     assert item["url"] == stack.url + "/lti/launch"
-    assert item["lineItem"]["scoreMaximum"] == 10.0 and item["lineItem"]["resourceId"]
+    assert item["lineItem"]["scoreMaximum"] == 11.0 and item["lineItem"]["resourceId"]
     # The instructor releases results, so the gradebook may show the whole score at once
     # (until then a score with unreleased checks waits).
     engine = create_engine(pg_url)

@@ -418,3 +418,26 @@ def test_a_result_page_draws_the_attention_map_as_svg_with_its_table(
     assert "<b>a mask</b>" not in html and "&lt;b&gt;a mask&lt;/b&gt;" in html
     assert "0.50 / 0.00 · ≠" in html          # the table: yours / expected, blocked, differs
     assert 'id="map-mask-inverted"' not in html  # its check is not released to the student
+
+
+def test_a_result_page_draws_the_training_curves_of_released_checks_only(
+        client: FlaskClient, site: Flask, factory: Factory) -> None:
+    def training(call: str, number: str, curve: list[float | None]) -> dict[str, Any]:
+        return {"version": 1, "call": call, "tests": [number], "passed": False,
+                "outcome": "learned-part", "steps": list(range(len(curve))), "curve": curve,
+                "reference_curve": [2.08, 0.5, 0.01], "accuracy": 0.25,
+                "reference_accuracy": 1.0, "chance": 0.125, "truncated": False}
+
+    submission = graded(site, "student", {**document(
+        check("1.11", "it learns", False), check("1.12", "hidden one", False,
+                                                 visibility="hidden")),
+        "training": [training("training", "1.11", [2.08, 1.9, 1.7]),
+                     training("held", "1.12", [2.08, None, None])]})
+    log_in(client, "student")
+    html = client.get(f"/submissions/{submission}/result").get_data(as_text=True)
+    assert html.count('<svg xmlns="http://www.w3.org/2000/svg" class="curves"') == 1
+    assert 'id="curve-training"' in html and 'id="curve-held"' not in html
+    assert ("Your model learned only part of the task: its loss stopped at 1.7 while the "
+            "reference reached 0.01 on the same seed") in html
+    assert "<desc>Your model learned only part" in html and 'role="img"' in html
+    assert "<td class=\"num\">1.9</td><td class=\"num\">0.5</td>" in html  # the table

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from typing import Any
@@ -40,8 +41,13 @@ def test_a_correct_submission_gets_full_marks_and_no_code(
         local_pipeline: GradingPipeline, attention: Assignment) -> None:
     document = local_pipeline.grade(attention, corpus_file("attention", "correct_matmul.py"))
     assert_complete(document, attention)
-    assert document["score"] == 10 and _codes(document) == set()
+    assert document["score"] == attention.max_score and _codes(document) == set()
     assert "All checks passed" in document["output"]
+    (training,) = document["training"]  # the curve the student sees: theirs against the reference
+    assert (training["tests"], training["passed"], training["outcome"]) == (
+        ["1.11"], True, "learned")
+    assert len(training["curve"]) == len(training["reference_curve"]) == len(training["steps"])
+    assert training["curve"][-1] < 0.5 * training["curve"][0]
 
 
 def test_the_seed_makes_a_regrade_reproducible(
@@ -114,6 +120,9 @@ def test_cli_report_is_readable() -> None:
     assert completed.returncode == 0
     assert "Score:" in completed.stdout and "[missing-scale]" in completed.stdout
     assert "Hint:" in completed.stdout
+    (training,) = [line for line in completed.stdout.splitlines() if line.startswith("Training")]
+    assert re.fullmatch(r"Training \(check 1\.11\): loss \S+ -> \S+, reference -> \S+; "
+                        r"held-out accuracy \d+%, reference \d+%: .+", training), training
 
 
 def test_cli_unknown_assignment_is_a_clear_error() -> None:

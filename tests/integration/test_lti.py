@@ -180,7 +180,7 @@ def test_instructor_deep_links_an_assignment(lms: LmsPlatform, tool: Tool) -> No
     assert claims["https://purl.imsglobal.org/spec/lti-dl/claim/data"] == "opaque-platform-data"
     assert item["type"] == "ltiResourceLink" and item["url"] == tool.url + "/lti/launch"
     assert item["custom"] == {"assignment": "attention"}
-    assert item["lineItem"]["scoreMaximum"] == 10.0 and item["lineItem"]["resourceId"]
+    assert item["lineItem"]["scoreMaximum"] == 11.0 and item["lineItem"]["resourceId"]
 
     tampered = browser.post(tool.url + "/lti/deep-link", timeout=30, data={
         "token": token.group(1) + "x", "assignment": choice.group(1)})
@@ -556,8 +556,8 @@ def test_a_link_made_without_deep_linking_finds_or_makes_its_line_item(
     assert launched.response.status_code == 303, launched.response.text
     (item,) = lms.lineitems.values()
     assert (item["label"], item["scoreMaximum"], item["resourceLinkId"], item["tag"]) == (
-        "Scaled dot-product attention", 10.0, "hand-made", "autograde") or \
-        (item["scoreMaximum"] == 10.0 and item["resourceLinkId"] == "hand-made")
+        "Scaled dot-product attention", 11.0, "hand-made", "autograde") or \
+        (item["scoreMaximum"] == 11.0 and item["resourceLinkId"] == "hand-made")
     # Another student: the line item is found, not made twice.
     assert lms.launch(requests.Session(), sub="student-2", roles=[LEARNER],
                       **claims).response.status_code == 303
@@ -598,7 +598,7 @@ def test_line_items_are_kept_in_step_and_give_the_due_date(lms: LmsPlatform, too
                       **claims).response.status_code == 303
     _sync()
     (fixed,) = lms.lineitems.values()
-    assert fixed["scoreMaximum"] == 10.0 and fixed["label"] != "Old name"
+    assert fixed["scoreMaximum"] == 11.0 and fixed["label"] != "Old name"
     assert fixed["endDateTime"] == "2030-01-15T23:59:00Z"  # what we do not own stays
     assignment = db.session().scalar(select(CourseAssignment).where(
         CourseAssignment.slug == "attention"), execution_options={"populate_existing": True})

@@ -55,7 +55,7 @@ def test_the_web_side_reads_assignments_without_their_hidden_parts(tmp_path: Pat
 from assignments import list_assignments, load_spec
 for slug in list_assignments():
     spec = load_spec(slug)
-    assert spec.max_score == 10 and "README.md" in spec.public_files and spec.version
+    assert spec.max_score == 11 and "README.md" in spec.public_files and spec.version
 """
     assert _loaded(code, tmp_path) == []
 

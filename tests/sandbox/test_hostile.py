@@ -201,7 +201,7 @@ def test_correct_submission_grades_normally_after_hostile_local(
         attention: Assignment, local_backend: _RecordingLocalBackend) -> None:
     document = GradingPipeline(backend=local_backend).grade(
         attention, {"attention.py": CORRECT.read_bytes()}, seed=SEED)
-    assert (document["score"], document["diagnoses"]) == (10.0, [])
+    assert (document["score"], document["diagnoses"]) == (attention.max_score, [])
     assert document["autograde"]["integrity"] == []
 
 
@@ -241,7 +241,7 @@ def test_correct_submission_grades_normally_after_hostile_docker(
         attention: Assignment, any_docker_backend: Any) -> None:
     document = GradingPipeline(backend=any_docker_backend).grade(
         attention, {"attention.py": CORRECT.read_bytes()}, seed=SEED)
-    assert (document["score"], document["diagnoses"]) == (10.0, [])
+    assert (document["score"], document["diagnoses"]) == (attention.max_score, [])
     assert document["autograde"]["integrity"] == []
 
 

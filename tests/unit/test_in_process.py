@@ -51,3 +51,41 @@ def _parse_line() -> int:
     source = (ROOT / "grader" / "parsing.py").read_text(encoding="utf-8")
     return next(n for n, line in enumerate(source.splitlines(), 1)
                 if "return ast.parse(" in line)
+
+
+def test_a_training_with_dropout_gives_the_same_curve_to_the_last_digit_beside_other_threads(
+) -> None:
+    # The training probe runs a whole training on the global generator (dropout masks): its
+    # seed comes from the grading seed, and no other thread's draws may land in it.
+    assignment = load_assignment("multi-head-attention")
+    plan = assignment.build_plan(3)
+    reference = assignment.reference(frozenset())
+    base = reference["ManualMultiHeadAttention"]
+
+    class WithDropout(base):  # type: ignore[misc, valid-type]
+        def __init__(self, d_model: int, num_heads: int, **kwargs: object) -> None:
+            super().__init__(d_model, num_heads, **{**kwargs, "dropout": 0.3})
+
+    namespace = {**reference, "ManualMultiHeadAttention": WithDropout}
+
+    def curve(_: int) -> torch.Tensor:
+        outcome = run_call_in_process(namespace, plan, "training")
+        values = outcome.forwards[0].outputs[0]
+        assert values is not None
+        return values
+
+    variant = assignment.reference(frozenset({"dropout-in-eval"}))
+
+    def noise(_: int) -> None:  # other seeds' dropout, and modules built, meanwhile
+        for _ in range(20):
+            run_call_in_process(variant, plan, "eval-dropout", backward=False)
+
+    alone = curve(0)
+    undropped = run_call_in_process(reference, plan, "training").forwards[0].outputs[0]
+    assert undropped is not None and not torch.equal(alone, undropped)  # dropout drew masks
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        noisy = [pool.submit(noise, i) for i in range(4)]
+        curves = list(pool.map(curve, range(3)))
+        for future in noisy:
+            future.result()
+    assert all(torch.equal(alone, other) for other in curves)

@@ -65,10 +65,10 @@ curve_points = st.lists(st.tuples(st.floats(), st.floats()), max_size=30)
 
 
 @given(st.lists(st.tuples(st.text(max_size=20), curve_points), max_size=4),
-       st.text(max_size=30))
-def test_curves_are_valid_svg_for_any_points(series, label):
+       st.text(max_size=30), st.booleans())
+def test_curves_are_valid_svg_for_any_points(series, label, log_y):
     svg = curves_svg([Curve(name, points) for name, points in series], title=label,
-                     x_label=label, y_label=label)
+                     x_label=label, y_label=label, description=label, log_y=log_y)
     root = ET.fromstring(svg)
     for line in root.iter(SVG + "polyline"):
         for pair in line.get("points").split():
@@ -84,6 +84,16 @@ def test_curves_have_a_legend_entry_and_distinct_dashes():
     assert "yours" in texts and "reference" in texts
     dashes = {line.get("stroke-dasharray") for line in root.iter(SVG + "polyline")}
     assert len(dashes) == 2
+
+
+def test_a_log_scale_marks_the_powers_of_ten_and_leaves_out_what_is_not_positive():
+    svg = curves_svg([Curve("yours", [(0, 2.0), (1, 0.0), (2, 1e-4)])], title="loss",
+                     x_label="step", y_label="loss", log_y=True)
+    root = ET.fromstring(svg)
+    texts = [t.text for t in root.iter(SVG + "text")]
+    assert {"2", "0.0001", "0.1", "0.001"} <= set(texts)
+    (line,) = root.iter(SVG + "polyline")
+    assert len(line.get("points").split()) == 2
 
 
 @given(grids)

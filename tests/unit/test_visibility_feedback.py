@@ -37,9 +37,10 @@ def _document(assignment: Assignment, mistakes: set[str], seed: int = 5) -> dict
     use_one_thread()
     plan = assignment.build_plan(seed)
     student = run_in_process(assignment.reference(frozenset(mistakes)), plan)
-    scored, diagnoses = judge_outcomes(assignment, plan, student)
-    document = build_document(assignment, scored, diagnoses,
-                              RunFacts(seed=seed, backend="test", termination="exited"), 0.1)
+    judged = judge_outcomes(assignment, plan, student)
+    document = build_document(assignment, judged.scored, judged.diagnoses,
+                              RunFacts(seed=seed, backend="test", termination="exited"), 0.1,
+                              training=judged.training)
     return json.loads(json.dumps(document))  # as stored
 
 
@@ -59,8 +60,9 @@ def attention() -> Assignment:
                          ids=["before-due", "after-due", "published"])
 def test_a_diagnosis_resting_only_on_held_back_checks_is_held_back_with_them(
         attention: Assignment, visibility: Visibility, moment: dict[str, Any]) -> None:
-    # A custom autograd Function with a wrong backward fails only "gradients match" (1.9).
-    assignment = _with_visibility(attention, {"1.9"}, visibility)
+    # A custom autograd Function with a wrong backward fails only "gradients match" (1.9) and,
+    # its gradients being wrong, the training check (1.11).
+    assignment = _with_visibility(attention, {"1.9", "1.11"}, visibility)
     document = _document(assignment, {"gradient-wrong"})
     assert [d["code"] for d in document["diagnoses"]] == ["gradient-wrong"]
     view = student_view(document, **moment)
@@ -70,6 +72,7 @@ def test_a_diagnosis_resting_only_on_held_back_checks_is_held_back_with_them(
     assert ("gradient-wrong" in text) == shown  # not in a tag or the summary
     assert ("gradcheck" in text) == shown  # nor in a hint
     assert "views" not in text
+    assert [t["tests"] for t in view["training"]] == ([["1.11"]] if shown else [])  # its curve
 
 
 @pytest.mark.parametrize("visibility", HELD_BACK, ids=lambda v: v.value)
