@@ -36,6 +36,14 @@ CATALOGUE: Mapping[str, CodeText] = {
         "On {input}, your outputs match a softmax over {variant}.",
         "Each query distributes its attention over the keys. Which axis of the score matrix "
         "(..., T, S) indexes the keys?", evidence="weights-sum-to-one"),
+    "unstable-softmax": CodeText(
+        "softmax overflows on large scores",
+        "On {input}, your outputs are NaN where the expected ones are finite: they match a "
+        "softmax written as exp(scores) / exp(scores).sum() without subtracting each row's "
+        "maximum first.",
+        "In float32, exp overflows to inf past about 88, and inf / inf is NaN; a trained "
+        "model's scores get that large. softmax(x) equals softmax(x - c) for any c per row: "
+        "subtract each row's maximum before exp (torch.softmax does it for you)."),
     "missing-scale": CodeText(
         "scores not scaled",
         "On {input}, your outputs match attention computed without dividing the scores by "

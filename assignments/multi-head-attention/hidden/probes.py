@@ -17,6 +17,9 @@ ARGUMENT_NAMES = {"arg0": "query", "kw.key_value": "key_value",
 # Projection weights scaled so that per-head scores spread over a few units: softmax is sharp
 # enough that every known mistake moves the outputs far beyond the comparison tolerance.
 WEIGHT_SCALE = 0.45
+# The constant coordinate of each head's queries and keys in the large-scores probe: scores of
+# about 300, past float32's exp overflow (88) even under the smallest wrong scale (1 / head_dim).
+LARGE_BIAS = 24.5
 
 
 def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
@@ -136,6 +139,27 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
                 f"{shape_of(bank, q)}",
                 [dict(forward(q), seed=1), dict(forward(q), seed=2)],
                 init_kwargs={"dropout": 0.5}, compare="reference-only")
+
+    # Large scores, as a trained model's are: in every head, q_proj and k_proj give coordinate
+    # 0 the constant LARGE_BIAS (its weight row zeroed, its bias LARGE_BIAS), the others as in
+    # the other probes, so every score is LARGE_BIAS**2 / sqrt(head_dim) (about 300) plus an
+    # ordinary one. Softmax ignores a shift shared by a row (or a column), so each variant
+    # moves these outputs as it does ordinary ones; but the scores stay above 88, where
+    # float32 exp overflows, under every wrong scale. torch.softmax subtracts the row maximum
+    # and is exact here; exp(scores) / sum is inf / inf = NaN.
+    large = dict(weights[torch.float32])
+    for projection in ("q_proj", "k_proj"):
+        weight = bank.value(large[f"{projection}.weight"]).clone()
+        bias = bank.value(large[f"{projection}.bias"]).clone()
+        weight[::D // H] = 0.0
+        bias[::D // H] = LARGE_BIAS
+        large[f"{projection}.weight"] = bank.add(f"large-scores.{projection}.weight", weight)
+        large[f"{projection}.bias"] = bank.add(f"large-scores.{projection}.bias", bias)
+    q = x("large-scores.query")
+    module_call("large-scores", "large-scores",
+                f"self-attention on query {shape_of(bank, q)} with projections whose scores are "
+                f"all about {LARGE_BIAS ** 2 / (D // H) ** 0.5:.0f} (as a trained model's get)",
+                [forward(q)], parameters=large)
     return calls, bank.tensors
 
 

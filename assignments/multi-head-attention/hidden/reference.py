@@ -113,6 +113,10 @@ MISTAKES: list[KnownMistake] = [
                  "key_padding_mask inverted in place", searched=False,
                  excludes=_others(_PADDING, "input-mutated")),
     KnownMistake("dtype-changed", "dtype-changed", "output cast to float32", searched=False),
+    # Found only on large scores (a trained model's): exp overflows to inf, inf / inf is NaN.
+    KnownMistake("unstable-softmax", "unstable-softmax",
+                 "softmax written as exp(scores) / exp(scores).sum() without subtracting each "
+                 "row's maximum first"),
 ]
 
 
@@ -190,7 +194,11 @@ class ManualMultiHeadAttention(nn.Module):
             elif not m & {"mask-after-softmax", "mask-after-softmax-neginf"}:
                 scores = scores.masked_fill(~allowed, -1e9 if FINITE_FILL in m else float("-inf"))
         axis = -2 if "softmax-wrong-axis" in m else 1 if "softmax-heads-axis" in m else -1
-        weights = torch.softmax(scores, dim=axis)
+        if "unstable-softmax" in m:
+            exps = scores.exp()  # no row maximum subtracted: overflows once scores pass ~88
+            weights = exps / exps.sum(dim=axis, keepdim=True)
+        else:
+            weights = torch.softmax(scores, dim=axis)
         if allowed is not None and "mask-after-softmax" in m:
             weights = weights * allowed
         elif allowed is not None and "mask-after-softmax-neginf" in m:
