@@ -158,7 +158,15 @@ CATALOGUE: Mapping[str, CodeText] = {
         "dropout active in eval mode",
         "On {input}: {detail}",
         "Dropout belongs to training only: respect self.training (nn.Dropout does).",
-        evidence="deterministic-in-eval"),
+        evidence="dropout"),
+    "dropout-wrong": CodeText(
+        "dropout not applied to the attention weights as it should be",
+        "On {input}: {detail}",
+        "In training, dropout zeroes each attention weight with probability p and multiplies "
+        "the kept ones by 1 / (1 - p), so that each weight keeps its expected value. It "
+        "belongs on the weights after softmax, before they multiply the values (nn.Dropout and "
+        "F.dropout(..., training=self.training) do the zeroing and the scaling).",
+        evidence="dropout"),
     "missing-validation": CodeText(
         "invalid head count accepted",
         "{input}: {detail}",

@@ -25,6 +25,9 @@ _MASKS = frozenset({"mask-inverted", "mask-ignored"})
 # Ways of applying every mask (attention, padding, causal) wrongly: one at a time.
 _FILLS = frozenset({"mask-fill-zero", "mask-after-softmax", "mask-after-softmax-neginf"})
 _AXES = frozenset({"softmax-wrong-axis", "softmax-heads-axis"})
+# Ways of getting train-mode dropout wrong (and dropout-in-eval): one dropout line, one way.
+_DROPOUTS = frozenset({"dropout-in-eval", "dropout-on-output", "dropout-unscaled",
+                       "dropout-missing"})
 # A form, not a mistake: blocked scores filled with -1e9 instead of -inf. Identical with the
 # softmax over the keys; over another axis a fully blocked slice is uniform instead of NaN.
 FINITE_FILL = "fill-finite"
@@ -104,7 +107,8 @@ MISTAKES: list[KnownMistake] = [
     KnownMistake("projection-mixup", "projection-mixup", "k_proj used for the values"),
     KnownMistake("key-value-ignored", "key-value-ignored",
                  "keys and values projected from query in cross-attention"),
-    KnownMistake("dropout-in-eval", "dropout-in-eval", "dropout applied in eval mode too"),
+    KnownMistake("dropout-in-eval", "dropout-in-eval", "dropout applied in eval mode too",
+                 excludes=_others(_DROPOUTS, "dropout-in-eval")),
     KnownMistake("missing-validation", "missing-validation",
                  "no ValueError when d_model % num_heads != 0"),
     KnownMistake("gradient-blocked", "gradient-blocked", "keys detached from the graph",
@@ -113,6 +117,20 @@ MISTAKES: list[KnownMistake] = [
                  "key_padding_mask inverted in place", searched=False,
                  excludes=_others(_PADDING, "input-mutated")),
     KnownMistake("dtype-changed", "dtype-changed", "output cast to float32", searched=False),
+    # Train-mode dropout: the probe's outputs are random, so these are named by the dropout
+    # check's verdict on the student's own outputs (train against eval), never searched.
+    KnownMistake("dropout-on-output", "dropout-wrong",
+                 "dropout applied to the module's output instead of the attention weights",
+                 searched=False,
+                 # Without out_proj, the probe's output entries are single attention weights:
+                 # dropping them is dropping the weights, and nothing tells the two apart.
+                 excludes=_others(_DROPOUTS, "dropout-on-output") | {"missing-out-proj"}),
+    KnownMistake("dropout-unscaled", "dropout-wrong",
+                 "attention weights zeroed with probability p but the kept ones not scaled by "
+                 "1 / (1 - p)", searched=False, excludes=_others(_DROPOUTS, "dropout-unscaled")),
+    KnownMistake("dropout-missing", "dropout-wrong",
+                 "the dropout argument stored but never applied, in training too",
+                 searched=False, excludes=_others(_DROPOUTS, "dropout-missing")),
     # Found only on large scores (a trained model's): exp overflows to inf, inf / inf is NaN.
     KnownMistake("unstable-softmax", "unstable-softmax",
                  "softmax written as exp(scores) / exp(scores).sum() without subtracting each "
@@ -207,13 +225,18 @@ class ManualMultiHeadAttention(nn.Module):
             weights = weights * key_padding_mask[:, None, None, :]
         self._weights_seen(weights, allowed)
         training = self.training or "dropout-in-eval" in m
-        weights = F.dropout(weights, p=self.dropout, training=training)
+        if "dropout-unscaled" in m and training:
+            weights = weights * (torch.rand_like(weights) >= self.dropout)
+        elif not m & {"dropout-on-output", "dropout-missing", "dropout-unscaled"}:
+            weights = F.dropout(weights, p=self.dropout, training=training)
         heads = weights @ v
         if "merge-without-transpose" in m:
             merged = heads.reshape(batch, t_q, self.d_model)
         else:
             merged = heads.transpose(1, 2).reshape(batch, t_q, self.d_model)
         output = merged if "missing-out-proj" in m else self.out_proj(merged)
+        if "dropout-on-output" in m:
+            output = F.dropout(output, p=self.dropout, training=training)
         return output.float() if "dtype-changed" in m else output
 
     def _weights_seen(self, weights: torch.Tensor, allowed: torch.Tensor | None) -> None:
