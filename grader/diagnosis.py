@@ -79,8 +79,9 @@ def _failure_findings(data: DiagnosisInput, findings: list[Finding]) -> list[str
         if code == "lost":
             code = data.lost_code
         if code:
-            findings.append(Finding(code, (call.id,), detail,
-                                    about_input=student.status != "missing"))
+            # A missing name or unregistered layers are the same on every input.
+            about_input = student.status != "missing" and code != "parameters-not-registered"
+            findings.append(Finding(code, (call.id,), detail, about_input=about_input))
         else:
             usable.append(call.id)
     return usable
@@ -101,6 +102,8 @@ def _failure(student: CallOutcome, reference: CallOutcome) -> tuple[str, str]:
         return "lost", ""
     if student.status == "timeout":
         return "time-limit", ""
+    if student.unregistered:
+        return "parameters-not-registered", student.detail
     if student.status in {"missing", "interface", "invalid"}:
         return "interface-error", student.detail
     for got, want in zip(student.forwards, reference.forwards, strict=False):

@@ -235,6 +235,14 @@ CATALOGUE: Mapping[str, CodeText] = {
         "explains the difference.",
         "Test your function on a tiny input you can compute by hand, step by step: scores, "
         "scale, mask, softmax, weighted sum."),
+    "parameters-not-registered": CodeText(
+        "projections not registered as submodules",
+        "{detail}",
+        "A module owns only the layers it registers: those assigned to attributes in __init__ "
+        "(self.q_proj = nn.Linear(...)) or held in nn.ModuleList / nn.ModuleDict. A plain "
+        "list or dict hides them from parameters(), state_dict() and .to(), so an optimiser "
+        "never trains them; a layer made inside forward is new and random on every call. "
+        "Create q_proj, k_proj, v_proj and out_proj once, in __init__, as attributes."),
     "interface-error": CodeText(
         "interface does not match the assignment",
         "On {input}: {detail}",

@@ -136,6 +136,12 @@ MISTAKES: list[KnownMistake] = [
                  "softmax written as exp(scores) / exp(scores).sum() without subtracting each "
                  "row's maximum first"),
 ]
+# The projections in a plain list: the module registers none of them, so no probe can set its
+# weights (nor could an optimiser train them). It hides every other mistake.
+MISTAKES.append(KnownMistake(
+    "parameters-not-registered", "parameters-not-registered",
+    "the four projections kept in a plain Python list (never registered)", searched=False,
+    excludes=frozenset(mistake.id for mistake in MISTAKES)))
 
 
 class _Projection(nn.Module):
@@ -164,22 +170,26 @@ class ManualMultiHeadAttention(nn.Module):
         self.num_heads = 1 if "heads-not-split" in mistakes else num_heads
         self.head_dim = d_model // self.num_heads
         self.dropout = dropout
-        self.q_proj = _Projection(d_model, bias)
-        self.k_proj = _Projection(d_model, bias)
-        self.v_proj = _Projection(d_model, bias)
-        self.out_proj = _Projection(d_model, bias)
+        projections = [_Projection(d_model, bias) for _ in range(4)]
+        if "parameters-not-registered" in mistakes:
+            self.projections = projections  # a plain list: nn.Module registers none of them
+        else:
+            self.q_proj, self.k_proj, self.v_proj, self.out_proj = projections
 
     def forward(self, query: torch.Tensor, key_value: torch.Tensor | None = None, *,
                 attention_mask: torch.Tensor | None = None,
                 key_padding_mask: torch.Tensor | None = None,
                 causal: bool = False) -> torch.Tensor:
         m = self.mistakes
+        q_proj, k_proj, v_proj, out_proj = (
+            self.projections if "parameters-not-registered" in m
+            else (self.q_proj, self.k_proj, self.v_proj, self.out_proj))
         source = query if key_value is None or "key-value-ignored" in m else key_value
         batch, t_q, _ = query.shape
         t_k = source.shape[1]
-        q = self._split(self.q_proj(query))
-        k = self._split(self.k_proj(source))
-        v = self._split((self.k_proj if "projection-mixup" in m else self.v_proj)(source))
+        q = self._split(q_proj(query))
+        k = self._split(k_proj(source))
+        v = self._split((k_proj if "projection-mixup" in m else v_proj)(source))
         if "gradient-blocked" in m:
             k = k.detach()
 
@@ -234,7 +244,7 @@ class ManualMultiHeadAttention(nn.Module):
             merged = heads.reshape(batch, t_q, self.d_model)
         else:
             merged = heads.transpose(1, 2).reshape(batch, t_q, self.d_model)
-        output = merged if "missing-out-proj" in m else self.out_proj(merged)
+        output = merged if "missing-out-proj" in m else out_proj(merged)
         if "dropout-on-output" in m:
             output = F.dropout(output, p=self.dropout, training=training)
         return output.float() if "dtype-changed" in m else output
