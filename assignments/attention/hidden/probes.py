@@ -84,7 +84,7 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
     calls.append(ProbeCall(
         "large-scores", {"target": "attention",
                          "args": [tensor(q), tensor(k), tensor(v), tensor(mask)]},
-        "large-scores",
+        "masked",  # not a group of its own, where a saturated softmax could pass for a pair
         f"q {shape_of(bank, q)}, k {shape_of(bank, k)}, v {shape_of(bank, v)} (float32) whose "
         f"scores are all about {OFFSET ** 2 / D ** 0.5:.0f} (as a trained model's get), with a "
         f"mixed `allowed` {shape_of(bank, mask)}",

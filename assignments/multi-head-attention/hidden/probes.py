@@ -163,7 +163,8 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
         large[f"{projection}.weight"] = bank.add(f"large-scores.{projection}.weight", weight)
         large[f"{projection}.bias"] = bank.add(f"large-scores.{projection}.bias", bias)
     q = x("large-scores.query")
-    module_call("large-scores", "large-scores",
+    # In the "self" group: alone, a saturated sigmoid (all weights 1) would pass for a pair.
+    module_call("large-scores", "self",
                 f"self-attention on query {shape_of(bank, q)} with projections whose scores are "
                 f"all about {LARGE_BIAS ** 2 / (D // H) ** 0.5:.0f} (as a trained model's get)",
                 [forward(q)], parameters=large)
