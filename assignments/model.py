@@ -56,7 +56,10 @@ class ProbeCall:
     compare: str = "values"
     """``values``: outputs are compared number by number; ``reference-only``: the outputs are
     random by design, so a mistake variant can only be told apart by differing from the
-    reference, not by its numbers."""
+    reference, not by its numbers; ``property``: random by design and judged only by its check,
+    against the student's own other calls (dropout in train mode): the mistake search never
+    sees it, and a failed check of such a call names its mistake itself
+    (``grader.diagnosis.PROPERTY_CHECKS``)."""
     meta: Mapping[str, Any] = field(default_factory=dict)
     """Facts checks need (e.g. the causal prefix that a perturbation must not move)."""
 

@@ -92,6 +92,7 @@ def check_kinds() -> dict[str, CallJudge]:
         "inputs-unchanged": _inputs_unchanged,
         "causal-no-leak": _causal_no_leak,
         "deterministic-in-eval": _deterministic_in_eval,
+        "dropout": _dropout,
         "decoding-matches-full": _decoding_matches_full,
         "learns": judge_learns,
     }
@@ -366,6 +367,81 @@ def _deterministic_in_eval(call: ProbeCall, student: CallOutcome, reference: Cal
     if not tensors_close(outputs[0], expected):
         return "eval-mode outputs differ from the expected values (dropout still applied?)."
     return None
+
+
+def _dropout(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
+             context: CheckContext) -> str | None:
+    """Dropout as the contract has it: none in eval() (calls judged as ``deterministic-in-eval``)
+    and, on a call whose meta names ``dropout_train``, on the attention weights in train()."""
+    if "dropout_train" in call.meta:
+        return _dropout_on_weights(call, student, context)
+    return _deterministic_in_eval(call, student, reference, context)
+
+
+# How far a decoded attention weight may be from 0 or from its eval() value (scaled): float32
+# rounding through two projections is about 1e-6; a known mistake moves them by 0.1 or more.
+_DROPOUT_TOLERANCE = 1e-4
+
+
+def _dropout_on_weights(call: ProbeCall, student: CallOutcome,
+                        context: CheckContext) -> str | None:
+    """Train-mode forwards against the eval-mode output of the same module on the same input.
+
+    The probe makes each input of out_proj exactly one attention weight (one-hot values) and
+    out_proj orthogonal, so ``output @ out_proj.weight`` reads the weights back. Dropout on the
+    weights leaves each of them 0 or its eval() value times 1 / (1 - p), whatever the random
+    draws; the student is compared with themself, never with the reference's random numbers.
+    Where the student's own eval() output is not weights of this form (another mistake changed
+    the values or the projections), only what shows on the output itself is judged.
+    """
+    facts = call.meta["dropout_train"]
+    p = float(facts["p"])
+    keep = 1.0 / (1.0 - p)
+    evaluated = context.student.get(str(facts["eval"]))
+    if evaluated is None or not evaluated.usable or not evaluated.forwards:
+        return "the eval() call of the same module did not run."
+    eval_outputs = [f.outputs[0] if f.outputs else None for f in evaluated.forwards]
+    first = eval_outputs[0]
+    if first is None or any(o is None or not tensors_close(o, first) for o in eval_outputs[1:]):
+        return None  # eval() itself is random: the deterministic-in-eval call says so
+    expected = first.double()
+    mixing = context.plan.inputs[str(facts["out_proj"])].double()
+    decoder = next((d for d in (mixing, torch.eye(mixing.shape[0], dtype=torch.float64))
+                    if _weights_like(expected @ d)), None)
+    tol = _DROPOUT_TOLERANCE
+    for forward in student.forwards:
+        trained = forward.outputs[0] if forward.outputs else None
+        if trained is None or trained.shape != expected.shape:
+            return "the train() forwards did not return outputs of the eval() output's shape."
+        got = trained.double()
+        if bool(((got - expected).abs() <= tol).all()):
+            return (f"in train() with dropout={p:g}, the output equals the eval() output: "
+                    "no dropout was applied.")
+        if decoder is not None:
+            weights, eval_weights = got @ decoder, expected @ decoder
+            dropped = weights.abs() <= tol
+            if bool((dropped | ((weights - keep * eval_weights).abs() <= tol * keep)).all()):
+                continue
+            if bool((dropped | ((weights - eval_weights).abs() <= tol)).all()):
+                return (f"in train() with dropout={p:g}, some attention weights are zeroed but "
+                        f"the kept ones are not scaled by 1 / (1 - p) = {keep:.3g}: they equal "
+                        "their eval() values.")
+        zeroed = got.abs() <= tol
+        if bool((zeroed | ((got - keep * expected).abs() <= tol * keep)).all()) or bool(
+                (zeroed | ((got - expected).abs() <= tol)).all()):
+            return (f"in train() with dropout={p:g}, each output entry is either 0 or its "
+                    "eval() value (scaled): dropout was applied to the output, not to the "
+                    "attention weights.")
+        if decoder is not None:
+            return (f"in train() with dropout={p:g}, the output is not the eval() attention "
+                    "with some weights zeroed and the others scaled by 1 / (1 - p): dropout "
+                    "went somewhere other than the attention weights after softmax.")
+    return None
+
+
+def _weights_like(values: torch.Tensor) -> bool:
+    """Whether every entry could be an attention weight (within [0, 1], up to rounding)."""
+    return bool(((values >= -_DROPOUT_TOLERANCE) & (values <= 1 + _DROPOUT_TOLERANCE)).all())
 
 
 def _decoding_matches_full(call: ProbeCall, student: CallOutcome, reference: CallOutcome,

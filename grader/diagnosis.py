@@ -54,10 +54,14 @@ def diagnose(data: DiagnosisInput) -> list[Finding]:
     """All findings for one submission, in a stable order."""
     findings: list[Finding] = []
     usable = _failure_findings(data, findings)
+    # Calls judged only by their own check (``compare = "property"``) are no evidence for the
+    # search: their values are random by design. One that raised is still a runtime error.
+    searched = [c for c in usable if data.plan.call(c).compare != "property"]
+    findings.extend(_property_crashes(data, [c for c in usable if c not in searched]))
     explanation = MistakeSearch(
         plan=data.plan, student=data.student, reference=data.reference, mistakes=data.mistakes,
         variant=data.variant,
-    ).explain(usable)
+    ).explain(searched)
     findings.extend(_value_findings(data, explanation))
     findings.extend(_gradient_findings(data, explanation))
     findings.extend(_dtype_findings(data, usable))
@@ -75,11 +79,22 @@ def _failure_findings(data: DiagnosisInput, findings: list[Finding]) -> list[str
         if code == "lost":
             code = data.lost_code
         if code:
-            findings.append(Finding(code, (call.id,), detail,
-                                    about_input=student.status != "missing"))
+            # A missing name or unregistered layers are the same on every input.
+            about_input = student.status != "missing" and code != "parameters-not-registered"
+            findings.append(Finding(code, (call.id,), detail, about_input=about_input))
         else:
             usable.append(call.id)
     return usable
+
+
+def _property_crashes(data: DiagnosisInput, calls: list[str]) -> list[Finding]:
+    """Property calls where the student raised and the reference did not."""
+    findings = []
+    for call_id in calls:
+        raised = data.student[call_id].first_raised
+        if raised is not None and data.reference[call_id].first_raised is None:
+            findings.append(Finding("runtime-error", (call_id,), raised.summary()))
+    return findings
 
 
 def _failure(student: CallOutcome, reference: CallOutcome) -> tuple[str, str]:
@@ -87,6 +102,8 @@ def _failure(student: CallOutcome, reference: CallOutcome) -> tuple[str, str]:
         return "lost", ""
     if student.status == "timeout":
         return "time-limit", ""
+    if student.unregistered:
+        return "parameters-not-registered", student.detail
     if student.status in {"missing", "interface", "invalid"}:
         return "interface-error", student.detail
     for got, want in zip(student.forwards, reference.forwards, strict=False):
@@ -249,6 +266,10 @@ def _readable(call: ProbeCall, position: str) -> str:
 # the student only with themselves. It names the mistake even when no known variant
 # reproduces the student's numbers.
 DEFINING_CHECKS = {"causal-no-leak": "causal-leak"}
+# Checks that alone judge the calls the search never sees (``compare = "property"``: random by
+# design, judged against the student's own other calls): their failure there is the mistake,
+# unless the call already failed otherwise (it raised, or the interface did not match).
+PROPERTY_CHECKS = {"dropout": "dropout-wrong"}
 
 
 def with_defining_checks(findings: list[Finding], plan: ProbePlan,
@@ -264,6 +285,13 @@ def with_defining_checks(findings: list[Finding], plan: ProbePlan,
     added = [Finding(DEFINING_CHECKS[kind], proving)
              for kind, calls in failed if kind in DEFINING_CHECKS
              if (proving := tuple(c for c in calls if c in unexplained))]
+    failed_otherwise = {c for f in findings if f.code != "forbidden-api" for c in f.calls}
+    properties = [Finding(PROPERTY_CHECKS[kind], proving)
+                  for kind, calls in failed if kind in PROPERTY_CHECKS
+                  if (proving := tuple(c for c in calls if plan.call(c).compare == "property"
+                                       and c not in failed_otherwise))]
+    if properties:
+        findings = _merge([*findings, *properties])
     if not added:
         return findings
     groups = {plan.call(call).group for finding in added for call in finding.calls}

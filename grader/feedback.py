@@ -36,6 +36,14 @@ CATALOGUE: Mapping[str, CodeText] = {
         "On {input}, your outputs match a softmax over {variant}.",
         "Each query distributes its attention over the keys. Which axis of the score matrix "
         "(..., T, S) indexes the keys?", evidence="weights-sum-to-one"),
+    "unstable-softmax": CodeText(
+        "softmax overflows on large scores",
+        "On {input}, your outputs are NaN where the expected ones are finite: they match a "
+        "softmax written as exp(scores) / exp(scores).sum() without subtracting each row's "
+        "maximum first.",
+        "In float32, exp overflows to inf past about 88, and inf / inf is NaN; a trained "
+        "model's scores get that large. softmax(x) equals softmax(x - c) for any c per row: "
+        "subtract each row's maximum before exp (torch.softmax does it for you)."),
     "missing-scale": CodeText(
         "scores not scaled",
         "On {input}, your outputs match attention computed without dividing the scores by "
@@ -150,7 +158,15 @@ CATALOGUE: Mapping[str, CodeText] = {
         "dropout active in eval mode",
         "On {input}: {detail}",
         "Dropout belongs to training only: respect self.training (nn.Dropout does).",
-        evidence="deterministic-in-eval"),
+        evidence="dropout"),
+    "dropout-wrong": CodeText(
+        "dropout not applied to the attention weights as it should be",
+        "On {input}: {detail}",
+        "In training, dropout zeroes each attention weight with probability p and multiplies "
+        "the kept ones by 1 / (1 - p), so that each weight keeps its expected value. It "
+        "belongs on the weights after softmax, before they multiply the values (nn.Dropout and "
+        "F.dropout(..., training=self.training) do the zeroing and the scaling).",
+        evidence="dropout"),
     "missing-validation": CodeText(
         "invalid head count accepted",
         "{input}: {detail}",
@@ -219,6 +235,14 @@ CATALOGUE: Mapping[str, CodeText] = {
         "explains the difference.",
         "Test your function on a tiny input you can compute by hand, step by step: scores, "
         "scale, mask, softmax, weighted sum."),
+    "parameters-not-registered": CodeText(
+        "projections not registered as submodules",
+        "{detail}",
+        "A module owns only the layers it registers: those assigned to attributes in __init__ "
+        "(self.q_proj = nn.Linear(...)) or held in nn.ModuleList / nn.ModuleDict. A plain "
+        "list or dict hides them from parameters(), state_dict() and .to(), so an optimiser "
+        "never trains them; a layer made inside forward is new and random on every call. "
+        "Create q_proj, k_proj, v_proj and out_proj once, in __init__, as attributes."),
     "interface-error": CodeText(
         "interface does not match the assignment",
         "On {input}: {detail}",

@@ -92,6 +92,9 @@ class CallOutcome:
     """Forbidden APIs the runner saw this call use."""
     detail: str = ""
     """For ``missing``, ``interface`` and ``invalid``: what was wrong."""
+    unregistered: bool = False
+    """For ``interface``: the module registers fewer parameters than the contract's weights
+    (its layers are in a plain list or dict, or made in ``forward``)."""
 
     @property
     def usable(self) -> bool:

@@ -160,7 +160,9 @@ def outcome_from_record(record: Mapping[str, Any],
     if status in {"missing", "interface"}:
         detail = (f"the submission does not define `{text(record.get('missing'), 80)}`"
                   if status == "missing" else record.get("interface"))
-        return CallOutcome(call_id, str(status), forbidden=forbidden, detail=text(detail, 300))
+        unregistered = status == "interface" and record.get("unregistered") is True
+        return CallOutcome(call_id, str(status), forbidden=forbidden, detail=text(detail, 300),
+                           unregistered=unregistered)
     if status not in {"ok", "raised", "timeout"}:
         raise _Invalid(f"unknown status {text(record.get('status'), 20)!r}")
     stages = record.get("stages")

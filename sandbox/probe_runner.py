@@ -255,10 +255,14 @@ class _CallRecorder:
         self.record["status"] = "missing"
         self.record["missing"] = target
 
-    def interface(self, problem: str) -> None:
-        """The target exists but cannot be driven as the contract says."""
+    def interface(self, problem: str, *, unregistered: bool = False) -> None:
+        """The target exists but cannot be driven as the contract says; ``unregistered``: a
+        module whose registered parameters are fewer than the contract's weights (layers kept
+        in a plain list or dict, or made in ``forward``)."""
         self.record["status"] = "interface"
         self.record["interface"] = problem
+        if unregistered:
+            self.record["unregistered"] = True
 
     def passed(self, stage: dict[str, Any]) -> None:
         self.record["stages"].append(stage)
@@ -327,7 +331,7 @@ def _execute_module_call(
             parameters = _load_parameters(module, call.get("parameters", {}), inputs)
             module.train(bool(call.get("train", False)))
     except _InterfaceError as exc:
-        recorder.interface(str(exc))
+        recorder.interface(str(exc), unregistered=exc.unregistered)
         return
     except BaseException as exc:
         recorder.failed("setup", exc)
@@ -341,7 +345,9 @@ def _execute_module_call(
 
 
 class _InterfaceError(Exception):
-    pass
+    def __init__(self, problem: str, *, unregistered: bool = False) -> None:
+        super().__init__(problem)
+        self.unregistered = unregistered
 
 
 def _load_parameters(
@@ -354,7 +360,7 @@ def _load_parameters(
         owner = getattr(module, owner_name, None) if owner_name else module
         parameter = getattr(owner, attribute, None) if owner is not None else None
         if not isinstance(parameter, torch.nn.Parameter):
-            raise _InterfaceError(f"the module has no parameter {name!r}")
+            raise _missing_parameter(module, name, wanted, inputs)
         value = inputs[tensor_key]
         if tuple(parameter.shape) != tuple(value.shape):
             raise _InterfaceError(
@@ -364,6 +370,57 @@ def _load_parameters(
             parameter.copy_(value.to(parameter.dtype))
         loaded[name] = parameter
     return loaded
+
+
+MAX_PLAIN_HOLDERS = 3
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))  # _modules, _parameters, hooks...
+
+
+def _missing_parameter(module: torch.nn.Module, name: str, wanted: Mapping[str, str],
+                       inputs: Mapping[str, torch.Tensor]) -> _InterfaceError:
+    """The error for a parameter the module lacks. When the module registers fewer numbers
+    than the contract's weights hold, its layers are not registered at all (a plain list or
+    dict, or made in ``forward``): said so, with the plain containers that hold modules."""
+    try:
+        registered = sum(int(p.numel()) for p in module.parameters())
+    except Exception:  # a student's parameters() that raises: plainly an interface problem
+        return _InterfaceError(f"the module has no parameter {name!r}")
+    needed = sum(int(inputs[key].numel()) for key in wanted.values())
+    if registered >= needed:  # registered under other names: the contract's names are wrong
+        return _InterfaceError(f"the module has no parameter {name!r}")
+    holders = _plain_holders(module)
+    if holders:
+        where = ("; ".join(holders) + ", and modules in a plain list or dict are not "
+                 "registered (parameters() and state_dict() leave them out)")
+    elif registered == 0:
+        where = "it registers no parameter at all (are its layers made inside forward?)"
+    else:
+        where = (f"its registered parameters hold {registered} numbers where the contract's "
+                 f"weights hold {needed} (are some layers made inside forward?)")
+    return _InterfaceError(f"the module has no parameter {name!r}: {where}", unregistered=True)
+
+
+def _plain_holders(module: torch.nn.Module) -> list[str]:
+    """``self.NAME is a plain list of N modules`` for each plain list, tuple or dict attribute
+    of the module that holds torch modules (at most MAX_PLAIN_HOLDERS)."""
+    found: list[str] = []
+    try:
+        attributes = list(vars(module).items())
+    except TypeError:
+        return found
+    for attribute, value in attributes:
+        if (not isinstance(attribute, str) or attribute in _MODULE_INTERNALS
+                or type(value) not in (list, tuple, dict)):
+            continue
+        items = list(value.values()) if isinstance(value, dict) else list(value)
+        count = sum(1 for item in items if isinstance(item, torch.nn.Module))
+        if count:
+            kind = type(value).__name__
+            found.append(f"`self.{attribute[:40]}` is a plain {kind} of {count} "
+                         f"module{'s' if count > 1 else ''}")
+        if len(found) >= MAX_PLAIN_HOLDERS:
+            break
+    return found
 
 
 def _execute_forward(

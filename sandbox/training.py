@@ -91,8 +91,11 @@ def build_model(namespace: Mapping[str, Any], call: Mapping[str, Any]) -> TinyTr
 
 def load_weights(model: nn.Module, names: list[str], flat: torch.Tensor | None = None,
                  inputs: Mapping[str, torch.Tensor] | None = None, prefix: str = "") -> None:
-    """Set the named parameters from one flat tensor, or from ``inputs[prefix + name]``."""
-    parameters = dict(model.named_parameters())
+    """Set the named parameters from one flat tensor, or from ``inputs[prefix + name]``.
+
+    Every name counts, aliases too: a layer held in an nn.ModuleList and also assigned to its
+    contract name is found under that name."""
+    parameters = dict(model.named_parameters(remove_duplicate=False))
     offset = 0
     with torch.no_grad():
         for name in names:
@@ -113,7 +116,7 @@ def load_weights(model: nn.Module, names: list[str], flat: torch.Tensor | None =
 
 
 def flat_weights(model: nn.Module, names: list[str]) -> torch.Tensor:
-    parameters = dict(model.named_parameters())
+    parameters = dict(model.named_parameters(remove_duplicate=False))
     return torch.cat([parameters[name].detach().reshape(-1).float() for name in names])
 
 

@@ -13,6 +13,9 @@ B, H, T, S, D, DV = 2, 3, 5, 7, 8, 6
 # Larger than unit scores make softmax sharp enough that each known mistake moves the
 # outputs far beyond the comparison tolerance.
 SCALE = 1.5
+# Coordinate 0 of q and k in the large-scores probe: scores of about 280, past float32's exp
+# overflow (88) even under the smallest wrong scale (1 / D).
+OFFSET = 28.3
 ARGUMENT_NAMES = {"arg0": "q", "arg1": "k", "arg2": "v", "arg3": "allowed"}
 
 
@@ -67,4 +70,23 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
         dtype=torch.float64, grad=True, what="an all-True")
     add("grad-masked", "float64", (B,), bank.mixed_mask("grad-masked.allowed", T, S),
         dtype=torch.float64, grad=True, what="a mixed")
+
+    # Large scores, as a trained model's logits are: coordinate 0 of every q and k row is
+    # OFFSET, the others as in the other probes, so every score is OFFSET**2 / sqrt(D) (about
+    # 280) plus an ordinary one. Softmax ignores a shift shared by a row (or a column), so each
+    # variant moves these outputs as it does ordinary ones; but the scores stay above 88, where
+    # float32 exp overflows, under every wrong scale. torch.softmax subtracts the row maximum
+    # and is exact here; exp(scores) / sum is inf / inf = NaN.
+    q, k, v = qkv("large-scores", (B,), T, S, torch.float32)
+    for key in (q, k):
+        bank.value(key)[..., 0] = OFFSET
+    mask = bank.mixed_mask("large-scores.allowed", T, S)
+    calls.append(ProbeCall(
+        "large-scores", {"target": "attention",
+                         "args": [tensor(q), tensor(k), tensor(v), tensor(mask)]},
+        "masked",  # not a group of its own, where a saturated softmax could pass for a pair
+        f"q {shape_of(bank, q)}, k {shape_of(bank, k)}, v {shape_of(bank, v)} (float32) whose "
+        f"scores are all about {OFFSET ** 2 / D ** 0.5:.0f} (as a trained model's get), with a "
+        f"mixed `allowed` {shape_of(bank, mask)}",
+        meta={"mask": mask, "argument_names": ARGUMENT_NAMES}))
     return calls, bank.tensors

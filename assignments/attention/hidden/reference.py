@@ -24,6 +24,10 @@ _AXES = frozenset({"softmax-wrong-axis", "softmax-dim-0", "softmax-dim-1", "soft
 # -inf. Identical when the softmax is over the keys; once it is over another axis, a slice with
 # every entry blocked is uniform with a finite fill and NaN with -inf.
 FINITE_FILL = "fill-finite"
+# A form of the unstable softmax: the mask applied by multiplying exp(scores) instead of filling
+# the scores. Identical while exp is finite; once it overflows, blocked keys are inf * 0 = NaN
+# too instead of 0.
+EXP_TIMES_MASK = "exp-times-mask"
 
 
 def _excluding(group: frozenset[str], own: str) -> frozenset[str]:
@@ -91,6 +95,14 @@ MISTAKES: list[KnownMistake] = [
     KnownMistake("input-mutated-no-grad", "input-mutated", "q scaled in place under no_grad",
                  searched=False, excludes=_SCALES | {"input-mutated"}),
     KnownMistake("dtype-changed", "dtype-changed", "outputs cast to float32", searched=False),
+    # Found only on large scores (a trained model's): exp overflows to inf, inf / inf is NaN.
+    # With the inverted additive mask, every all-True row is exp(-1e9) = 0 everywhere and the
+    # pair is NaN on almost every probe: nothing tells it apart, so it is not a pair we name.
+    KnownMistake("unstable-softmax", "unstable-softmax",
+                 "softmax written as exp(scores) / exp(scores).sum() without subtracting each "
+                 "row's maximum first",
+                 excludes=frozenset({"gradient-wrong", "mask-inverted-additive"}),
+                 forms=(EXP_TIMES_MASK,)),
 ]
 
 
@@ -135,6 +147,7 @@ def attention(
         scale = 1.0
     scores = (q @ k.transpose(-2, -1)) * scale
     mask = torch.broadcast_to(mask, scores.shape)
+    multiplied: torch.Tensor | None = None
     if "all-masked-row" not in mistakes and not bool(mask.any(dim=-1).all()):
         raise ValueError("a query row has no allowed key")
     if "mask-inverted-additive" in mistakes:
@@ -143,19 +156,29 @@ def attention(
         scores = scores.masked_fill(~mask, 0.0)
     elif not mistakes & {"mask-ignored", "mask-after-softmax", "mask-after-softmax-neginf",
                          "mask-inverted-additive"}:
-        scores = scores.masked_fill(~mask, -1e9 if FINITE_FILL in mistakes else float("-inf"))
+        if EXP_TIMES_MASK in mistakes and "unstable-softmax" in mistakes:
+            multiplied = mask  # applied to exp(scores) below
+        else:
+            scores = scores.masked_fill(~mask, -1e9 if FINITE_FILL in mistakes
+                                        else float("-inf"))
+    axis = -1
     if "softmax-wrong-axis" in mistakes:
-        weights = torch.softmax(scores, dim=-2)
+        axis = -2
     elif "softmax-dim-0" in mistakes:
-        weights = torch.softmax(scores, dim=0)
+        axis = 0
     elif "softmax-dim-2" in mistakes:
-        weights = torch.softmax(scores, dim=2)
+        axis = 2
     elif "softmax-dim-1" in mistakes:
-        weights = torch.softmax(scores, dim=1)
-    elif "gradient-wrong" in mistakes:
+        axis = 1
+    if "gradient-wrong" in mistakes:
         weights = _SoftmaxWithoutJacobian.apply(scores)  # type: ignore[no-untyped-call]
+    elif "unstable-softmax" in mistakes:
+        exps = scores.exp()  # no row maximum subtracted: overflows once scores pass ~88
+        if multiplied is not None:
+            exps = exps * multiplied
+        weights = exps / exps.sum(dim=axis, keepdim=True)
     else:
-        weights = torch.softmax(scores, dim=-1)
+        weights = torch.softmax(scores, dim=axis)
     if "mask-after-softmax" in mistakes:
         weights = weights * mask
     elif "mask-after-softmax-neginf" in mistakes:

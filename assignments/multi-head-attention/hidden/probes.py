@@ -17,6 +17,15 @@ ARGUMENT_NAMES = {"arg0": "query", "kw.key_value": "key_value",
 # Projection weights scaled so that per-head scores spread over a few units: softmax is sharp
 # enough that every known mistake moves the outputs far beyond the comparison tolerance.
 WEIGHT_SCALE = 0.45
+# The constant coordinate of each head's queries and keys in the large-scores probe: scores of
+# about 300, past float32's exp overflow (88) even under the smallest wrong scale (1 / head_dim).
+LARGE_BIAS = 24.5
+# The dropout probes: p, and for each head the slot of each of the DROPOUT_KEYS tokens. Each
+# row is a permutation (one token per slot in a head); read as a plain reshape of (T, D) into
+# (H, T, head_dim), every block of 4 also has distinct slots (checked in test_assignments).
+DROPOUT_P = 0.4
+DROPOUT_KEYS = 4
+DROPOUT_SLOTS = ((0, 1, 2, 3), (2, 1, 3, 0), (3, 0, 1, 2))
 
 
 def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
@@ -27,13 +36,14 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
 
     def module_call(name: str, group: str, describe: str, forwards: list[dict[str, Any]], *,
                     dtype: torch.dtype = torch.float32, init_kwargs: dict[str, Any] | None = None,
-                    parameters: dict[str, str] | None = None, **extra: Any) -> None:
+                    parameters: dict[str, str] | None = None, train: bool = False,
+                    **extra: Any) -> None:
         spec: dict[str, Any] = {
             "target": "ManualMultiHeadAttention",
             "init": {"args": [D, H], "kwargs": {"dropout": 0.0, "bias": True,
                                                 **(init_kwargs or {})}},
             "parameters": weights[dtype] if parameters is None else parameters,
-            "train": False,
+            "train": train,
             "forward": forwards,
         }
         if dtype is torch.float64:
@@ -136,6 +146,63 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
                 f"{shape_of(bank, q)}",
                 [dict(forward(q), seed=1), dict(forward(q), seed=2)],
                 init_kwargs={"dropout": 0.5}, compare="reference-only")
+
+    # Large scores, as a trained model's are: in every head, q_proj and k_proj give coordinate
+    # 0 the constant LARGE_BIAS (its weight row zeroed, its bias LARGE_BIAS), the others as in
+    # the other probes, so every score is LARGE_BIAS**2 / sqrt(head_dim) (about 300) plus an
+    # ordinary one. Softmax ignores a shift shared by a row (or a column), so each variant
+    # moves these outputs as it does ordinary ones; but the scores stay above 88, where
+    # float32 exp overflows, under every wrong scale. torch.softmax subtracts the row maximum
+    # and is exact here; exp(scores) / sum is inf / inf = NaN.
+    large = dict(weights[torch.float32])
+    for projection in ("q_proj", "k_proj"):
+        weight = bank.value(large[f"{projection}.weight"]).clone()
+        bias = bank.value(large[f"{projection}.bias"]).clone()
+        weight[::D // H] = 0.0
+        bias[::D // H] = LARGE_BIAS
+        large[f"{projection}.weight"] = bank.add(f"large-scores.{projection}.weight", weight)
+        large[f"{projection}.bias"] = bank.add(f"large-scores.{projection}.bias", bias)
+    q = x("large-scores.query")
+    # In the "self" group: alone, a saturated sigmoid (all weights 1) would pass for a pair.
+    module_call("large-scores", "self",
+                f"self-attention on query {shape_of(bank, q)} with projections whose scores are "
+                f"all about {LARGE_BIAS ** 2 / (D // H) ** 0.5:.0f} (as a trained model's get)",
+                [forward(q)], parameters=large)
+
+    # Dropout in train(), told from the outputs alone, whatever the random draws: self-attention
+    # on DROPOUT_KEYS one-hot tokens (token j's slice of head h is the unit vector
+    # DROPOUT_SLOTS[h][j]), k_proj = v_proj = identity and out_proj an orthogonal matrix, all
+    # without bias. Every input of out_proj (output @ out_proj.weight) is then exactly one
+    # attention weight, so dropout on the weights zeroes some of them and scales the others by
+    # 1 / (1 - p) with respect to the eval() output of the same module; dropout on the output,
+    # unscaled dropout or none at all leave other traces. The slots also keep one weight per
+    # entry when the heads are split by a plain reshape (every head reads one slot per token).
+    tokens = torch.zeros(B, DROPOUT_KEYS, D)
+    for h, slots in enumerate(DROPOUT_SLOTS):
+        for j, slot in enumerate(slots):
+            tokens[:, j, h * (D // H) + slot] = 1.0
+    q = bank.add("dropout.query", tokens)
+    identity = bank.add("dropout.identity", torch.eye(D))
+    zero = bank.add("dropout.zero", torch.zeros(D))
+    mixing = torch.linalg.qr(torch.randn(D, D, generator=torch.Generator().manual_seed(16),
+                                         dtype=torch.float64)).Q
+    out_weight = bank.add("dropout.out_proj.weight", mixing.float())
+    dropout_weights = {**weights[torch.float32],
+                       "k_proj.weight": identity, "k_proj.bias": zero,
+                       "v_proj.weight": identity, "v_proj.bias": zero,
+                       "out_proj.weight": out_weight, "out_proj.bias": zero}
+    describe = (f"self-attention on query {shape_of(bank, q)} of one-hot tokens, k_proj and "
+                f"v_proj the identity, a module built with dropout={DROPOUT_P:g}")
+    module_call("dropout-eval", "dropout", describe + ", put in eval(), called twice",
+                [dict(forward(q), seed=5), dict(forward(q), seed=6)],
+                init_kwargs={"dropout": DROPOUT_P}, parameters=dropout_weights,
+                compare="reference-only")
+    module_call("dropout-train", "dropout", describe + ", in train(), called with seeds 3 and 4",
+                [dict(forward(q), seed=3), dict(forward(q), seed=4)],
+                init_kwargs={"dropout": DROPOUT_P}, parameters=dropout_weights, train=True,
+                compare="property",
+                meta={"dropout_train": {"eval": "dropout-eval", "p": DROPOUT_P,
+                                        "out_proj": out_weight}})
     return calls, bank.tensors
 
 

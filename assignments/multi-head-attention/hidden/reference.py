@@ -25,6 +25,9 @@ _MASKS = frozenset({"mask-inverted", "mask-ignored"})
 # Ways of applying every mask (attention, padding, causal) wrongly: one at a time.
 _FILLS = frozenset({"mask-fill-zero", "mask-after-softmax", "mask-after-softmax-neginf"})
 _AXES = frozenset({"softmax-wrong-axis", "softmax-heads-axis"})
+# Ways of getting train-mode dropout wrong (and dropout-in-eval): one dropout line, one way.
+_DROPOUTS = frozenset({"dropout-in-eval", "dropout-on-output", "dropout-unscaled",
+                       "dropout-missing"})
 # A form, not a mistake: blocked scores filled with -1e9 instead of -inf. Identical with the
 # softmax over the keys; over another axis a fully blocked slice is uniform instead of NaN.
 FINITE_FILL = "fill-finite"
@@ -104,7 +107,8 @@ MISTAKES: list[KnownMistake] = [
     KnownMistake("projection-mixup", "projection-mixup", "k_proj used for the values"),
     KnownMistake("key-value-ignored", "key-value-ignored",
                  "keys and values projected from query in cross-attention"),
-    KnownMistake("dropout-in-eval", "dropout-in-eval", "dropout applied in eval mode too"),
+    KnownMistake("dropout-in-eval", "dropout-in-eval", "dropout applied in eval mode too",
+                 excludes=_others(_DROPOUTS, "dropout-in-eval")),
     KnownMistake("missing-validation", "missing-validation",
                  "no ValueError when d_model % num_heads != 0"),
     KnownMistake("gradient-blocked", "gradient-blocked", "keys detached from the graph",
@@ -113,7 +117,31 @@ MISTAKES: list[KnownMistake] = [
                  "key_padding_mask inverted in place", searched=False,
                  excludes=_others(_PADDING, "input-mutated")),
     KnownMistake("dtype-changed", "dtype-changed", "output cast to float32", searched=False),
+    # Train-mode dropout: the probe's outputs are random, so these are named by the dropout
+    # check's verdict on the student's own outputs (train against eval), never searched.
+    KnownMistake("dropout-on-output", "dropout-wrong",
+                 "dropout applied to the module's output instead of the attention weights",
+                 searched=False,
+                 # Without out_proj, the probe's output entries are single attention weights:
+                 # dropping them is dropping the weights, and nothing tells the two apart.
+                 excludes=_others(_DROPOUTS, "dropout-on-output") | {"missing-out-proj"}),
+    KnownMistake("dropout-unscaled", "dropout-wrong",
+                 "attention weights zeroed with probability p but the kept ones not scaled by "
+                 "1 / (1 - p)", searched=False, excludes=_others(_DROPOUTS, "dropout-unscaled")),
+    KnownMistake("dropout-missing", "dropout-wrong",
+                 "the dropout argument stored but never applied, in training too",
+                 searched=False, excludes=_others(_DROPOUTS, "dropout-missing")),
+    # Found only on large scores (a trained model's): exp overflows to inf, inf / inf is NaN.
+    KnownMistake("unstable-softmax", "unstable-softmax",
+                 "softmax written as exp(scores) / exp(scores).sum() without subtracting each "
+                 "row's maximum first"),
 ]
+# The projections in a plain list: the module registers none of them, so no probe can set its
+# weights (nor could an optimiser train them). It hides every other mistake.
+MISTAKES.append(KnownMistake(
+    "parameters-not-registered", "parameters-not-registered",
+    "the four projections kept in a plain Python list (never registered)", searched=False,
+    excludes=frozenset(mistake.id for mistake in MISTAKES)))
 
 
 class _Projection(nn.Module):
@@ -142,22 +170,26 @@ class ManualMultiHeadAttention(nn.Module):
         self.num_heads = 1 if "heads-not-split" in mistakes else num_heads
         self.head_dim = d_model // self.num_heads
         self.dropout = dropout
-        self.q_proj = _Projection(d_model, bias)
-        self.k_proj = _Projection(d_model, bias)
-        self.v_proj = _Projection(d_model, bias)
-        self.out_proj = _Projection(d_model, bias)
+        projections = [_Projection(d_model, bias) for _ in range(4)]
+        if "parameters-not-registered" in mistakes:
+            self.projections = projections  # a plain list: nn.Module registers none of them
+        else:
+            self.q_proj, self.k_proj, self.v_proj, self.out_proj = projections
 
     def forward(self, query: torch.Tensor, key_value: torch.Tensor | None = None, *,
                 attention_mask: torch.Tensor | None = None,
                 key_padding_mask: torch.Tensor | None = None,
                 causal: bool = False) -> torch.Tensor:
         m = self.mistakes
+        q_proj, k_proj, v_proj, out_proj = (
+            self.projections if "parameters-not-registered" in m
+            else (self.q_proj, self.k_proj, self.v_proj, self.out_proj))
         source = query if key_value is None or "key-value-ignored" in m else key_value
         batch, t_q, _ = query.shape
         t_k = source.shape[1]
-        q = self._split(self.q_proj(query))
-        k = self._split(self.k_proj(source))
-        v = self._split((self.k_proj if "projection-mixup" in m else self.v_proj)(source))
+        q = self._split(q_proj(query))
+        k = self._split(k_proj(source))
+        v = self._split((k_proj if "projection-mixup" in m else v_proj)(source))
         if "gradient-blocked" in m:
             k = k.detach()
 
@@ -190,7 +222,11 @@ class ManualMultiHeadAttention(nn.Module):
             elif not m & {"mask-after-softmax", "mask-after-softmax-neginf"}:
                 scores = scores.masked_fill(~allowed, -1e9 if FINITE_FILL in m else float("-inf"))
         axis = -2 if "softmax-wrong-axis" in m else 1 if "softmax-heads-axis" in m else -1
-        weights = torch.softmax(scores, dim=axis)
+        if "unstable-softmax" in m:
+            exps = scores.exp()  # no row maximum subtracted: overflows once scores pass ~88
+            weights = exps / exps.sum(dim=axis, keepdim=True)
+        else:
+            weights = torch.softmax(scores, dim=axis)
         if allowed is not None and "mask-after-softmax" in m:
             weights = weights * allowed
         elif allowed is not None and "mask-after-softmax-neginf" in m:
@@ -199,13 +235,18 @@ class ManualMultiHeadAttention(nn.Module):
             weights = weights * key_padding_mask[:, None, None, :]
         self._weights_seen(weights, allowed)
         training = self.training or "dropout-in-eval" in m
-        weights = F.dropout(weights, p=self.dropout, training=training)
+        if "dropout-unscaled" in m and training:
+            weights = weights * (torch.rand_like(weights) >= self.dropout)
+        elif not m & {"dropout-on-output", "dropout-missing", "dropout-unscaled"}:
+            weights = F.dropout(weights, p=self.dropout, training=training)
         heads = weights @ v
         if "merge-without-transpose" in m:
             merged = heads.reshape(batch, t_q, self.d_model)
         else:
             merged = heads.transpose(1, 2).reshape(batch, t_q, self.d_model)
-        output = merged if "missing-out-proj" in m else self.out_proj(merged)
+        output = merged if "missing-out-proj" in m else out_proj(merged)
+        if "dropout-on-output" in m:
+            output = F.dropout(output, p=self.dropout, training=training)
         return output.float() if "dtype-changed" in m else output
 
     def _weights_seen(self, weights: torch.Tensor, allowed: torch.Tensor | None) -> None:
