@@ -4,7 +4,7 @@ Each file in ``tests/hostile/attention/`` is graded through a real backend and c
 ``tests/hostile/manifest.toml``: the grader survives with a complete document, the score and the
 set of feedback codes are exactly the manifest's, no marker the backend should have stopped
 appears on the host, nothing was ever unpickled and no process of the run outlives it. After
-the suite an ordinary correct submission must still grade 10/10.
+the suite an ordinary correct submission must still get full marks.
 
 The local backend is not a security boundary: its cases assert the verdict and clean-up, and
 allow the markers the manifest lists for it. The Docker backend allows no marker at all.
@@ -306,5 +306,5 @@ def test_correct_submission_grades_normally_after_hostile_fork_server(
         attention: Assignment, fork_servers: _ForkServersByLimits) -> None:
     document = GradingPipeline(backend=fork_servers).grade(  # type: ignore[arg-type]
         attention, {"attention.py": CORRECT.read_bytes()}, seed=SEED)
-    assert (document["score"], document["diagnoses"]) == (10.0, [])
+    assert (document["score"], document["diagnoses"]) == (attention.max_score, [])
     assert document["autograde"]["integrity"] == []

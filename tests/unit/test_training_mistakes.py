@@ -87,7 +87,7 @@ def test_the_dropout_check_reads_the_weights_back_from_the_output(
 def test_a_dropout_mistake_is_named_by_the_check_not_the_search(mha: Assignment) -> None:
     plan = mha.build_plan(11)
     student = run_in_process(mha.reference(frozenset({"dropout-unscaled"})), plan)
-    _, diagnoses = judge_outcomes(mha, plan, student)
+    diagnoses = judge_outcomes(mha, plan, student).diagnoses
     assert [d.code for d in diagnoses] == ["dropout-wrong"]
 
 
@@ -95,7 +95,7 @@ def test_unregistered_projections_are_one_code(mha: Assignment) -> None:
     plan = mha.build_plan(5)
     student = run_in_process(mha.reference(frozenset({"parameters-not-registered"})), plan)
     assert student["self"].unregistered
-    _, diagnoses = judge_outcomes(mha, plan, student)
+    diagnoses = judge_outcomes(mha, plan, student).diagnoses
     assert [d.code for d in diagnoses] == ["parameters-not-registered"]
     assert "`self.projections` is a plain list of 4 modules" in diagnoses[0].message
 
