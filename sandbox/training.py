@@ -77,7 +77,7 @@ def _uninitialised(layer: type[nn.Module], *args: Any, **kwargs: Any) -> Any:
     from the call's initial weights, and a draw from the global generator here would move the
     dropout masks of the training (in the sandbox) or of another thread's seeded run (on the
     grader, which builds this model to recompute what the returned weights give)."""
-    return torch.nn.utils.skip_init(layer, *args, **kwargs)
+    return torch.nn.utils.skip_init(layer, *args, **kwargs)  # type: ignore[no-untyped-call]
 
 
 def build_model(namespace: Mapping[str, Any], call: Mapping[str, Any]) -> TinyTransformer:

@@ -90,7 +90,8 @@ def test_a_folder_is_graded_as_one_off_gradings_are(tmp_path: Path, attention: A
         ("alice.py", True), ("bob", True), ("dana.ipynb", True), ("notes.txt", False)]
     assert rows[0]["score"] == attention.max_score and rows[0]["codes"] == []
     assert rows[1]["codes"] == ["softmax-wrong-axis"]
-    assert rows[2]["score"] == attention.max_score and rows[2]["codes"] == []  # a notebook, by its code cells
+    # a notebook, graded by its code cells
+    assert rows[2]["score"] == attention.max_score and rows[2]["codes"] == []
     assert rows[3]["error"] == "neither a .py file, a notebook nor a folder"
 
     assert sorted(p.name for p in out.iterdir()) == ["alice.json", "bob.json", "dana.json",
