@@ -116,7 +116,7 @@ def training_section(checks: Sequence[CheckSpec],
             "call": call_id,
             "tests": [check.number for check in checks if call_id in check.calls],
             "passed": found.passed,
-            "outcome": _outcome(found),
+            "outcome": found.outcome,
             "steps": kept,
             "curve": [_number(found.curve[i]) for i in kept],
             "reference_curve": [_number(found.reference_curve[i]) for i in kept],
@@ -126,18 +126,6 @@ def training_section(checks: Sequence[CheckSpec],
             "truncated": len(kept) < len(found.curve),
         })
     return section
-
-
-def _outcome(found: TrainingEvidence) -> str:
-    if found.passed:
-        return "learned"
-    if found.diverged:
-        return "diverged"
-    if found.leaks_the_future:
-        return "leaks-the-future"
-    if not found.learned:
-        return "learned-nothing" if found.learned_nothing else "learned-part"
-    return "inconsistent"
 
 
 def _number(value: float) -> float | None:

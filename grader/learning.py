@@ -164,11 +164,20 @@ class TrainingEvidence:
                     "Its attention computes something else than the reference's.")
         return None
 
-    def summary(self) -> dict[str, float]:
-        """Start, end, the reference's end and held-out accuracy: for reports and pages."""
-        return {"start": self.curve[0], "end": self.reported_loss,
-                "reference_end": self.reference_curve[-1], "accuracy": self.accuracy,
-                "reference_accuracy": self.reference_accuracy}
+    @property
+    def outcome(self) -> str:
+        """What the curve shows, named in the order ``observation`` reports it: ``learned``
+        (it passed), ``diverged``, ``leaks-the-future``, ``learned-nothing``, ``learned-part``
+        or ``inconsistent`` (accurate, but its weights compute something else)."""
+        if self.passed:
+            return "learned"
+        if self.diverged:
+            return "diverged"
+        if self.leaks_the_future:
+            return "leaks-the-future"
+        if not self.learned:
+            return "learned-nothing" if self.learned_nothing else "learned-part"
+        return "inconsistent"
 
 
 def _percent(share: float) -> str:

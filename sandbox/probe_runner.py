@@ -297,8 +297,9 @@ _TRAINING = _load_training()
 
 
 # The global generator is the process's, and the grader runs the reference and the variants from
-# several threads at once: a forward that asks for a seed holds this from the seeding to its
-# return, so no other thread's draws land between them (the same seed gives the same dropout).
+# several threads at once: a forward that asks for a seed (the training probe too) holds this
+# from the seeding to its return, and a module's constructor while it runs, so no other
+# thread's draws land between them (the same seed gives the same dropout).
 _GLOBAL_RNG = threading.RLock()
 
 
