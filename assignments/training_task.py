@@ -5,6 +5,12 @@ every next token of the second half, which only attention ``half - 1`` positions
 Held-out inputs ask for one position each, with every later token replaced by a random one, in
 pairs that differ only there, so a model that learned to copy the future is caught; their
 answers stay in the call's ``meta`` (the grader's side) and never enter the sandbox.
+
+The training does not take a new task for every grading seed: its data and weights come from
+one of the assignment's ``seeds`` training seeds (``[training] seeds``, 8 unless set), the one
+the grading seed picks. The grader trains the reference once per training seed and keeps it
+(``grader.learning.ReferenceTrainings``); with a seed per submission it would train it again
+for every submission.
 """
 
 from __future__ import annotations
@@ -20,16 +26,27 @@ from sandbox import training
 CALL_ID = "training"
 INIT_PREFIX = "training.init."
 _SEED_SALT = 0x1EA2
+DEFAULT_TRAINING_SEEDS = 8
+
+
+def training_seed(config: Mapping[str, Any], seed: int) -> int:
+    """The training seed a grading seed picks: one of ``config["seeds"]``."""
+    count = int(config.get("seeds", DEFAULT_TRAINING_SEEDS))
+    if count < 1:
+        raise ValueError(f"[training] seeds must be at least 1, not {count}")
+    return seed % count
 
 
 def training_call(config: Mapping[str, Any], seed: int,
                   reference: Namespace) -> tuple[ProbeCall, dict[str, torch.Tensor]]:
-    """The training call and its input tensors for one grading seed."""
+    """The training call and its input tensors for one grading seed: those of the training
+    seed it picks."""
     if config.get("optimiser", "adam") != "adam":
         raise ValueError(f"unknown optimiser {config['optimiser']!r} (only adam)")
     vocab, half = int(config["vocab"]), int(config["half"])
     length = 2 * half
-    generator = torch.Generator().manual_seed(seed * 65_537 + _SEED_SALT)
+    picked = training_seed(config, seed)
+    generator = torch.Generator().manual_seed(picked * 65_537 + _SEED_SALT)
 
     def tokens(*shape: int) -> torch.Tensor:
         return torch.randint(vocab, shape, generator=generator)
@@ -57,7 +74,7 @@ def training_call(config: Mapping[str, Any], seed: int,
             "lr": float(config["lr"]), "data": "training.data", "held_out": "training.held_out",
             "init_prefix": INIT_PREFIX,
             # the global generator's seed for the whole training (dropout masks), from the
-            # grading seed: the same file trains the same way on a seed wherever it runs
+            # training seed: the same file trains the same way on a seed wherever it runs
             "seed": int(torch.randint(2**31 - 1, (1,), generator=generator)),
         },
     }
@@ -74,7 +91,7 @@ def training_call(config: Mapping[str, Any], seed: int,
         compare="training",
         meta={"answers": answers, "asked": asked, "names": names,
               "shapes": {name: tuple(p.shape) for name, p in model.named_parameters()},
-              "chance": 1.0 / vocab},
+              "chance": 1.0 / vocab, "training_seed": picked},
     )
     return call, inputs
 

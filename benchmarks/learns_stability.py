@@ -1,4 +1,8 @@
-"""Is the ``learns`` verdict a property of the file? Every corpus file trained on several seeds.
+"""Is the ``learns`` verdict a property of the file? Every corpus file trained on every task.
+
+A grading seed picks one of the assignment's few training seeds (``[training] seeds``), so
+the check can set only that many tasks: by default each file is graded on consecutive seeds,
+one per training seed, which is every task it can ever be given.
 
 For each file of tests/corpus and tests/corpus-realworld (entries that are folders or do not
 load are counted as "no model"), the training probe runs in-process on the file's own attention
@@ -11,7 +15,7 @@ holds time and memory hogs); the sandbox is not used, so run it only on trusted 
 
 Usage::
 
-    .venv/bin/python benchmarks/learns_stability.py [--seeds 5] [--workers 2] [--only NAME]
+    .venv/bin/python benchmarks/learns_stability.py [--seeds 8] [--workers 2] [--only NAME]
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from assignments import load_assignment  # noqa: E402
+from assignments.training_task import DEFAULT_TRAINING_SEEDS  # noqa: E402
 from grader import learning  # noqa: E402
 from grader.in_process import run_call_in_process  # noqa: E402
 from sandbox import probe_runner  # noqa: E402
@@ -46,7 +51,9 @@ _TRAPS: dict[str, Any] = {}
 
 
 def seeds_for(name: str, count: int) -> list[int]:
-    return [(zlib.crc32(name.encode()) + 7919 * index) % (1 << 31) for index in range(count)]
+    """Consecutive grading seeds from the name's: ``count`` of them cover as many training seeds
+    (a grading seed picks its training seed by its remainder)."""
+    return [(zlib.crc32(name.encode()) + index) % (1 << 31) for index in range(count)]
 
 
 def _plan(slug: str, seed: int) -> Any:
@@ -116,7 +123,8 @@ def judge(task: tuple[str, str, list[int]]) -> tuple[str, str, list[tuple[int, s
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=DEFAULT_TRAINING_SEEDS,
+                        help="grading seeds per file (the default: one per training seed)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only", default="", help="comma-separated parts of file names")
     parser.add_argument("--verbose", action="store_true")

@@ -14,7 +14,9 @@ skipping training leaves weights that predict nothing. Every judged quantity is 
 to rounding or far from its threshold, so a file gets the same verdict on every seed
 (benchmarks/learns_stability.py).
 
-The reference's own training is computed once per (assignment version, seed) and kept.
+The reference's own training is computed once per (assignment version, training seed) and
+kept: a grading seed picks one of a few training seeds (``assignments.training_task``), so the
+grader trains the reference a few times per assignment version, not once per submission.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -50,7 +53,7 @@ LEARNED_NOTHING_RATIO = 0.8
 FITS_TRAINING_MARGIN = 0.15
 # Held-out pairs whose prediction may change with the future (argmax ties aside: none).
 MAX_FUTURE_SENSITIVITY = 0.02
-_CACHE_SIZE = 64
+_CACHE_SIZE = 128  # 8 training seeds: 16 assignments with a training each
 
 
 def is_training(call: ProbeCall) -> bool:
@@ -185,31 +188,40 @@ def _percent(share: float) -> str:
 
 
 class ReferenceTrainings:
-    """The reference's training outcome per (assignment, version, seed, call), computed once."""
+    """The reference's training outcome per (assignment, version, training seed, call),
+    computed once."""
 
     def __init__(self, capacity: int = _CACHE_SIZE) -> None:
         self.capacity = capacity
         self._outcomes: OrderedDict[tuple[str, str, int, str], CallOutcome] = OrderedDict()
+        self.computed = 0
+        """How many trainings this cache ran (the rest were found)."""
+        # The grader grades several submissions at once in threads. One lock for lookups and
+        # trainings alike: a training holds the global generator's lock throughout anyway,
+        # and two threads missing the same seed train it once.
+        self._lock = threading.Lock()
 
     def outcomes(self, assignment: Assignment, plan: ProbePlan) -> dict[str, CallOutcome]:
         found = {}
         for call in plan.calls:
             if not is_training(call):
                 continue
-            key = (assignment.slug, assignment.version, plan.seed, call.id)
-            if key not in self._outcomes:
-                self._outcomes[key] = run_call_in_process(
-                    assignment.reference(frozenset()), plan, call.id)
-                while len(self._outcomes) > self.capacity:
-                    self._outcomes.popitem(last=False)
-            self._outcomes.move_to_end(key)
-            found[call.id] = self._outcomes[key]
+            key = (assignment.slug, assignment.version, int(call.meta["training_seed"]), call.id)
+            with self._lock:
+                if key not in self._outcomes:
+                    self._outcomes[key] = run_call_in_process(
+                        assignment.reference(frozenset()), plan, call.id)
+                    self.computed += 1
+                    while len(self._outcomes) > self.capacity:
+                        self._outcomes.popitem(last=False)
+                self._outcomes.move_to_end(key)
+                found[call.id] = self._outcomes[key]
         return found
 
 
 REFERENCE_TRAININGS = ReferenceTrainings()
-"""The grader process's cache: the reference's curve is computed once per seed, never per
-submission."""
+"""The grader process's cache: the reference's curve is computed once per training seed, never
+per submission."""
 
 
 def assess(assignment: Assignment, plan: ProbePlan, student: Mapping[str, CallOutcome],

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from assignments import Assignment, ProbePlan, load_assignment
+from assignments.training_task import DEFAULT_TRAINING_SEEDS
 from grader import learning
 from grader.in_process import run_in_process
 from grader.learning import TrainingEvidence
@@ -147,11 +148,23 @@ def _weights_of(plan: ProbePlan, prefix: str) -> torch.Tensor:
     return torch.cat([plan.inputs[prefix + name].reshape(-1).float() for name in names])
 
 
-def test_the_reference_training_is_computed_once_per_seed() -> None:
-    assignment, plan, _ = _graded("attention", 0)
+def test_the_reference_training_is_computed_once_per_training_seed() -> None:
+    assignment = load_assignment("attention")
     cache = learning.ReferenceTrainings()
-    first = cache.outcomes(assignment, plan)["training"]
-    assert cache.outcomes(assignment, plan)["training"] is first
+    first = cache.outcomes(assignment, assignment.build_plan(3))["training"]
+    # Grading seeds that pick the same training seed share it; 24 gradings train 8 times.
+    assert cache.outcomes(assignment, assignment.build_plan(3 + 8))["training"] is first
+    for seed in range(100, 124):
+        cache.outcomes(assignment, assignment.build_plan(seed))
+    assert cache.computed == DEFAULT_TRAINING_SEEDS == 8
+
+
+def test_grading_seeds_pick_training_seeds_whose_tasks_differ() -> None:
+    assignment = load_assignment("multi-head-attention")
+    plans = [assignment.build_plan(seed) for seed in (5, 5 + 8, 6)]
+    data = [plan.inputs["training.data"] for plan in plans]
+    assert torch.equal(data[0], data[1]) and not torch.equal(data[0], data[2])
+    assert [p.call("training").meta["training_seed"] for p in plans] == [5, 5, 6]
 
 
 @pytest.mark.parametrize(("slug", "mistake", "code"), [
