@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import docker
@@ -80,6 +80,9 @@ class DockerSettings:
     """Containers started (importing torch) at a time; 0: as many as the pool holds, at most
     two. Several grading processes on one host each keep a pool: a share of the cores each
     keeps starts beside the gradings bounded by the cores, however many are kept ready."""
+    refill: bool = True
+    """Whether a container taken from the warm pool is replaced (off for a backend serving one
+    run: its one container starts at once and nothing after it)."""
 
 
 class DockerBackend:
@@ -126,6 +129,7 @@ class DockerBackend:
             limits=settings.pool_limits,
             starter=self._starter,
             discard=self._discard,
+            refill=settings.refill,
         )
         self.pool.fill()
         self.fork_servers.fill()
@@ -136,8 +140,13 @@ class DockerBackend:
         self._maintenance.start()
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> DockerBackend:
+    def from_environment(cls, environ: Mapping[str, str] = os.environ, *,
+                         one_run: Limits | None = None) -> DockerBackend:
         """A backend configured from ``AUTOGRADE_DOCKER_*`` variables and Docker's own.
+
+        With ``one_run``, a backend for a single run with those limits (a command-line
+        grading): its container starts now, while the caller prepares the job, and is not
+        replaced; no fork servers.
 
         ``AUTOGRADE_DOCKER_IMAGE`` (default: the image of this checkout),
         ``AUTOGRADE_DOCKER_POOL_SIZE`` (default 2), ``AUTOGRADE_DOCKER_RUNTIME`` (optional),
@@ -157,6 +166,9 @@ class DockerBackend:
                                          defaults.fork_servers)),
             starters=int(environ.get("AUTOGRADE_DOCKER_STARTERS", defaults.starters)),
         )
+        if one_run is not None:
+            settings = replace(settings, pool_size=1, pool_limits=one_run,
+                                           refill=False, mode=CONTAINER_MODE, fork_servers=0)
         return cls(client=connect(), settings=settings)
 
     @property

@@ -56,8 +56,9 @@ def wait_until_ready(sandbox: SandboxContainer, timeout: float,
 class WarmPool:
     """Started containers whose runners wait, torch imported and warmed up, for one job each.
 
-    Each container is handed out once; taking one starts its replacement in the background.
-    Only runs with the pool's limits use it (the limits are fixed when a container is created).
+    Each container is handed out once; taking one starts its replacement in the background
+    (unless ``refill`` is off: then the pool shrinks by the one taken). Only runs with the
+    pool's limits use it (the limits are fixed when a container is created).
     """
 
     def __init__(
@@ -69,9 +70,11 @@ class WarmPool:
         starter: Executor,
         discard: Callable[[SandboxContainer], None],
         ready_timeout_seconds: float = 120.0,
+        refill: bool = True,
     ) -> None:
         self._start = start
         self.size = size
+        self._refill = refill
         self.limits = limits
         self._starter = starter
         self._discard = discard
@@ -111,6 +114,8 @@ class WarmPool:
                     while self._ready:
                         sandbox = self._ready.popleft()
                         if self._usable(sandbox, limits):
+                            if not self._refill:
+                                self.size -= 1
                             return sandbox
                         self._discard(sandbox)
                     remaining = waited_until - time.monotonic()

@@ -73,13 +73,11 @@ def _grade(args: argparse.Namespace) -> int:
 
 
 def _grade_one(args: argparse.Namespace) -> int:
-    from assignments.loader import load_assignment
-    from grader.pipeline import GradingPipeline
-    from grader.report import render_report
+    from assignments.spec import load_spec
     from sandbox import SandboxUnavailable, create_backend
     from sandbox.selection import choose_backend
 
-    assignment = load_assignment(args.assignment)
+    limits = load_spec(args.assignment).limits
     files: dict[str, bytes] = {}
     for path in args.files:
         try:
@@ -88,24 +86,36 @@ def _grade_one(args: argparse.Namespace) -> int:
             return fail(f"cannot read {path}: {exc.strerror}")
     name = args.backend if args.backend != "auto" else choose_backend(warn=sys.stderr)
     try:
-        backend = create_backend(name, warm=False)
+        # Before torch and the assignment load here: the sandbox starts (its own torch
+        # import) on the other core meanwhile.
+        backend = create_backend(name, warm=False, limits=limits)
     except SandboxUnavailable as exc:
         print(f"autograde: the {name} sandbox cannot run here: {exc}", file=sys.stderr)
         return SANDBOX_FAILED
     try:
-        document = GradingPipeline(backend=backend).grade(assignment, files, seed=args.seed)
-    except SandboxUnavailable as exc:
-        print(f"autograde: the sandbox failed, nothing was graded: {exc}", file=sys.stderr)
-        return SANDBOX_FAILED
+        from assignments.loader import load_assignment
+        from grader.pipeline import GradingPipeline
+        from grader.report import render_report
+
+        assignment = load_assignment(args.assignment)
+        try:
+            document = GradingPipeline(backend=backend).grade(assignment, files,
+                                                              seed=args.seed)
+        except SandboxUnavailable as exc:
+            print(f"autograde: the sandbox failed, nothing was graded: {exc}", file=sys.stderr)
+            return SANDBOX_FAILED
+        # The report first: removing the container is the backend's last step, not the user's.
+        if args.json:
+            json.dump(document, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            print(terminal_safe(f"{assignment.title} — "
+                                f"{', '.join(str(p) for p in args.files)}\n"))
+            print(terminal_safe(render_report(document, plots=args.plots)))
+        sys.stdout.flush()
+        return 0
     finally:
         backend.close()
-    if args.json:
-        json.dump(document, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        print(terminal_safe(f"{assignment.title} — {', '.join(str(p) for p in args.files)}\n"))
-        print(terminal_safe(render_report(document, plots=args.plots)))
-    return 0
 
 
 def list_local() -> int:

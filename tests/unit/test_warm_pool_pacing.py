@@ -106,3 +106,24 @@ def test_runs_waiting_together_do_not_wake_each_other_in_a_loop() -> None:
         container.ready.set()
         for taker in takers:
             taker.join(10)
+
+
+def test_a_pool_for_one_run_starts_its_container_at_once_and_none_after_it() -> None:
+    starts: list[FakeContainer] = []
+
+    def start() -> SandboxContainer:
+        container = FakeContainer()
+        container.ready.set()
+        starts.append(container)
+        return cast(SandboxContainer, container)
+
+    with ThreadPoolExecutor(1) as starter:
+        pool = WarmPool(start, size=1, limits=Limits(), starter=starter,
+                        discard=lambda _sandbox: None, refill=False)
+        pool.fill()
+        assert pool.take(Limits()) is starts[0]
+        time.sleep(0.2)
+        # A second run would start cold: the one-run pool keeps nothing in reserve.
+        assert pool.take(Limits()) is None
+        assert len(starts) == 1
+        pool.close()
