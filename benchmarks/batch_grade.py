@@ -6,13 +6,16 @@ in turn, so both kinds are in every N), with the same seed and sandbox backend:
 - one-off: N ``autograde grade --json FILE`` processes one after the other, each paying for
   its interpreter, torch, the assignment and a cold sandbox;
 - batch: one ``autograde grade --json DIR`` over a folder of the N files (one warm pool,
-  ``--jobs`` at once).
+  ``--jobs`` at once);
+- the peer's suite: N runs of plain pytest over the peer pattern's six attention tests
+  (``benchmarks/peer/test_attention.py``, the kind of suite CS336's lab ships) next to each
+  file, in a fresh interpreter on the host with no isolation, the yardstick of a one-off.
 
 It prints the seconds per submission of each and their ratio, checks that both judged every
 submission alike (score and codes), and gives the machine's load average before and after,
 since this machine is shared. Usage::
 
-    .venv/bin/python benchmarks/batch_grade.py [--n 6] [--backend docker] [--jobs N]
+    .venv/bin/python benchmarks/batch_grade.py [--n 6] [--backend docker] [--jobs N] [--no-peer]
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.docker_vs_peer import PYTEST_COMMAND, PYTEST_ENV, submission_dir  # noqa: E402
+
 CORPUS = REPO / "tests" / "corpus" / "attention"
 SEED = 7
 
@@ -58,12 +65,28 @@ def autograde(*args: str) -> tuple[float, Any]:
     return seconds, json.loads(done.stdout)
 
 
+def peer_pytest(path: Path) -> float:
+    """Seconds of one run of the peer's six tests next to the file (a failing test is a
+    grade, not an error: exit status 1)."""
+    with submission_dir(path.read_bytes()) as directory:
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, *PYTEST_COMMAND, str(directory)],
+                              capture_output=True, text=True, cwd=directory, timeout=600,
+                              env={**os.environ, **PYTEST_ENV})
+        seconds = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"the peer's pytest failed ({done.returncode}) on {path.name}:\n"
+                         f"{done.stdout[-2000:]}{done.stderr[-1000:]}")
+    return seconds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=6, help="submissions (default 6)")
     parser.add_argument("--backend", default="docker", choices=["docker", "local"],
                         help="sandbox backend (default docker)")
     parser.add_argument("--jobs", type=int, help="batch: gradings at once (default: cores)")
+    parser.add_argument("--no-peer", action="store_true", help="leave out the peer's pytest")
     args = parser.parse_args()
 
     files = mixed_corpus(args.n)
@@ -83,6 +106,12 @@ def main() -> int:
             print(f"  one-off {path.name:<40} {seconds:6.2f} s", file=sys.stderr)
         jobs = ["--jobs", str(args.jobs)] if args.jobs else []
         batch_seconds, rows = autograde("--backend", args.backend, *jobs, str(folder))
+        peer_seconds = 0.0
+        if not args.no_peer:
+            for path in files:
+                seconds = peer_pytest(folder / path.name)
+                peer_seconds += seconds
+                print(f"  peer pytest {path.name:<36} {seconds:6.2f} s", file=sys.stderr)
     load_after = os.getloadavg()
 
     batch = {row["submission"]: {"score": row["score"], "codes": row["codes"]}
@@ -99,6 +128,11 @@ def main() -> int:
     print(f"| {n} one-off `autograde grade FILE` | {one_off_seconds:.1f} s | {per_one_off:.2f} s |")
     print(f"| one `autograde grade DIR` | {batch_seconds:.1f} s | {per_batch:.2f} s |")
     print(f"| ratio (one-off / batch) | | **{per_one_off / per_batch:.2f}x** |")
+    if not args.no_peer:
+        per_peer = peer_seconds / n
+        print(f"| {n} runs of the peer's pytest (six tests, no isolation) | {peer_seconds:.1f} s "
+              f"| {per_peer:.2f} s |")
+        print(f"| ratio (one-off / peer's pytest) | | **{per_one_off / per_peer:.2f}x** |")
     print(f"\nSame scores and codes for every submission: {'yes' if alike else 'NO'}")
     return 0 if alike else 1
 
