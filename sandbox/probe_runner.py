@@ -1329,12 +1329,6 @@ def _warm_up() -> None:
     # An explicit upstream gradient, as the probes pass one: that path imports sympy (~0.6 s).
     out.backward(torch.ones_like(out))  # type: ignore[no-untyped-call]
     torch.nn.functional.linear(q, torch.randn(8, 8), torch.randn(8)).sum()
-    # The training probe's first optimiser: constructing one imports torch._dynamo (0.9 s).
-    parameter = torch.nn.Parameter(torch.zeros(2, 8))
-    optimiser = torch.optim.Adam([parameter], lr=0.01)
-    embedded = torch.nn.functional.embedding(torch.tensor([[0, 1]]), parameter)
-    torch.nn.functional.cross_entropy(embedded.reshape(2, 8), torch.tensor([0, 1])).backward()
-    optimiser.step()
 
 
 def _wait_for(path: str) -> None:
