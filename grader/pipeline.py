@@ -9,6 +9,7 @@ import dataclasses
 import secrets
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import torch
@@ -80,7 +81,18 @@ class GradingPipeline:
         job = Job(files=files, plan_json=plan.runner_json(),
                   inputs_safetensors=plan.inputs_safetensors(), label=label)
         phases["prepare"] = time.perf_counter() - started
+        # The reference's outcomes need only the plan: computed while the sandbox runs.
+        reference = _REFERENCE_RUNS.submit(reference_outcomes, assignment, plan)
+        try:
+            return self._run_and_judge(assignment, files, plan, job, reference, seed, facts,
+                                       phases, started)
+        finally:
+            reference.cancel()  # not needed after all (the import failed, say) when not started
 
+    def _run_and_judge(self, assignment: Assignment, files: Mapping[str, bytes],
+                       plan: ProbePlan, job: Job, reference: Future[dict[str, CallOutcome]],
+                       seed: int, facts: RunFacts, phases: dict[str, float],
+                       started: float) -> dict[str, Any]:
         mark = time.perf_counter()
         result = self.backend.run(job, assignment.limits)
         phases["sandbox"] = time.perf_counter() - mark
@@ -106,6 +118,7 @@ class GradingPipeline:
             assignment, plan, run.calls,
             lost_code=_lost_code(run),
             extra_findings=_run_findings(run, plan.calls[0].id if plan.calls else ""),
+            reference=reference.result(),
         )
         phases["compare"] = time.perf_counter() - mark
         return build_document(assignment, judged.scored, judged.diagnoses, facts,
@@ -118,6 +131,18 @@ def use_one_thread() -> None:
     torch.set_num_threads(1)
 
 
+_REFERENCE_RUNS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="reference")
+"""Where the reference's outcomes are computed during the sandbox runs (shared by the
+pipelines of a process; two at a time, for the cores of this machine)."""
+
+
+def reference_outcomes(assignment: Assignment, plan: ProbePlan) -> dict[str, CallOutcome]:
+    """The reference's outcome of every call of the plan (its trainings from the cache)."""
+    probed = learning.without_training(plan)
+    return {**run_in_process(assignment.reference(frozenset()), probed),
+            **learning.REFERENCE_TRAININGS.outcomes(assignment, plan)}
+
+
 def judge_outcomes(
     assignment: Assignment,
     plan: ProbePlan,
@@ -125,12 +150,13 @@ def judge_outcomes(
     *,
     lost_code: str = "runtime-error",
     extra_findings: Sequence[Finding] = (),
+    reference: Mapping[str, CallOutcome] | None = None,
 ) -> Judgement:
-    """Judge validated outcomes against the reference: scored checks, diagnoses and what the
-    host computed of each training run."""
+    """Judge validated outcomes against the reference (``reference_outcomes``, computed here
+    unless given): scored checks, diagnoses and what the host computed of each training run."""
     probed = learning.without_training(plan)
-    reference = {**run_in_process(assignment.reference(frozenset()), probed),
-                 **learning.REFERENCE_TRAININGS.outcomes(assignment, plan)}
+    if reference is None:
+        reference = reference_outcomes(assignment, plan)
     trained = learning.assess(assignment, plan, student, reference)
     context = CheckContext(plan=plan, student=student, reference=reference, training=trained)
     kinds = check_kinds()

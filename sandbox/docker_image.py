@@ -24,6 +24,7 @@ IMAGE_INPUTS = {
     "probe_runner.py": _SANDBOX_DIR / "probe_runner.py",
     "fork_runner.py": _SANDBOX_DIR / "fork_runner.py",
     "training.py": _SANDBOX_DIR / "training.py",
+    "wire.py": _SANDBOX_DIR / "wire.py",
 }
 _HASH_CHARS = 16
 

@@ -41,7 +41,7 @@ from docker.models.containers import Container
 from docker.models.volumes import Volume
 from docker.types import LogConfig, Mount, Ulimit
 
-from sandbox import probe_runner
+from sandbox import wire
 from sandbox.base import Job, Limits, RunResult, Termination
 from sandbox.docker_image import RUNNER_IN_IMAGE
 from sandbox.outputs import EVENTS_LIMIT_BYTES, CappedStream, ChannelDecoder, write_job
@@ -178,7 +178,7 @@ def runner_command() -> list[str]:
     """The probe runner's command line inside the container: it imports and warms up torch,
     then waits for the job's plan, so a job's deadline never pays for our start-up."""
     return ["python3", "-I", RUNNER_IN_IMAGE, JOB_MOUNT, OUT_MOUNT,
-            "--wait-for", f"{JOB_MOUNT}/{probe_runner.PLAN_FILE}", "--sole-user"]
+            "--wait-for", f"{JOB_MOUNT}/{wire.PLAN_FILE}", "--sole-user"]
 
 
 class SandboxContainer:
@@ -337,9 +337,9 @@ class SandboxContainer:
         """Lay the job out beside the mounted directory, then move it in with the plan last."""
         staging = self.job_dir.with_name(self.name + ".stage")
         write_job(staging, job)
-        for name in (probe_runner.SUBMISSION_DIR, probe_runner.INPUTS_FILE):
+        for name in (wire.SUBMISSION_DIR, wire.INPUTS_FILE):
             os.rename(staging / name, self.job_dir / name)
-        os.rename(staging / probe_runner.PLAN_FILE, self.job_dir / probe_runner.PLAN_FILE)
+        os.rename(staging / wire.PLAN_FILE, self.job_dir / wire.PLAN_FILE)
         staging.rmdir()
 
     def _exec_state(self) -> dict[str, Any] | None:
@@ -499,7 +499,7 @@ def read_output_archive(
                 name = _output_name(member.name)
                 if name is None or not member.isreg():
                     continue
-                if name == probe_runner.EVENTS_FILE:
+                if name == wire.EVENTS_FILE:
                     if member.size > EVENTS_LIMIT_BYTES:
                         over_limit = True
                         continue
@@ -524,9 +524,9 @@ def _output_name(archived: str) -> str | None:
     if not parts or parts[0] != os.path.basename(OUT_MOUNT):
         return None
     rest = parts[1:]
-    if rest == [probe_runner.EVENTS_FILE]:
-        return probe_runner.EVENTS_FILE
-    if len(rest) == 2 and rest[0] == probe_runner.TENSORS_DIR and rest[1] not in {"", ".", ".."}:
+    if rest == [wire.EVENTS_FILE]:
+        return wire.EVENTS_FILE
+    if len(rest) == 2 and rest[0] == wire.TENSORS_DIR and rest[1] not in {"", ".", ".."}:
         return "/".join(rest)
     return None
 

@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox import probe_runner
+from sandbox import wire
 from sandbox.base import Job
 
 EVENTS_LIMIT_BYTES = 1 << 20
@@ -49,8 +49,8 @@ class ChannelDecoder:
     """
 
     def __init__(self, stdout: CappedStream, stderr: CappedStream) -> None:
-        self._frames = {probe_runner.STDOUT_FRAME_PREFIX: stdout,
-                        probe_runner.STDERR_FRAME_PREFIX: stderr}
+        self._frames = {wire.STDOUT_FRAME_PREFIX: stdout,
+                        wire.STDERR_FRAME_PREFIX: stderr}
         self.events = bytearray()
         self.over_limit = False
         self.started = threading.Event()
@@ -89,24 +89,24 @@ class ChannelDecoder:
 
 def write_job(job_dir: Path, job: Job) -> None:
     """Lay out a job directory as the runner reads it."""
-    submission = job_dir / probe_runner.SUBMISSION_DIR
+    submission = job_dir / wire.SUBMISSION_DIR
     submission.mkdir(parents=True)
     for name, content in job.files.items():
         if os.path.basename(name) != name or name in {"", ".", ".."}:
             raise ValueError(f"submission file names must be plain names, not {name!r}")
         (submission / name).write_bytes(content)
-    (job_dir / probe_runner.PLAN_FILE).write_bytes(job.plan_json)
-    (job_dir / probe_runner.INPUTS_FILE).write_bytes(job.inputs_safetensors)
+    (job_dir / wire.PLAN_FILE).write_bytes(job.plan_json)
+    (job_dir / wire.INPUTS_FILE).write_bytes(job.inputs_safetensors)
 
 
 def collect_outputs(out_dir: Path, limit_bytes: int) -> tuple[bytes, dict[str, bytes], bool]:
     """Read an events file and the tensor files without following links; whether the cap was
     hit. The runner writes no events file: one found there is student code's."""
-    events = _read_regular(out_dir / probe_runner.EVENTS_FILE, EVENTS_LIMIT_BYTES)
+    events = _read_regular(out_dir / wire.EVENTS_FILE, EVENTS_LIMIT_BYTES)
     over_limit = events is None
     budget = limit_bytes - len(events or b"")
     tensors: dict[str, bytes] = {}
-    tensors_dir = out_dir / probe_runner.TENSORS_DIR
+    tensors_dir = out_dir / wire.TENSORS_DIR
     if _is_real_dir(tensors_dir):
         for name in sorted(os.listdir(tensors_dir)):
             content = _read_regular(tensors_dir / name, budget)
@@ -116,7 +116,7 @@ def collect_outputs(out_dir: Path, limit_bytes: int) -> tuple[bytes, dict[str, b
             if not content:
                 continue
             budget -= len(content)
-            tensors[f"{probe_runner.TENSORS_DIR}/{name}"] = content
+            tensors[f"{wire.TENSORS_DIR}/{name}"] = content
     return events or b"", tensors, over_limit
 
 

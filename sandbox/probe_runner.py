@@ -27,8 +27,8 @@ waits until FILE exists before it reads the job (the warm-pool mode of the Docke
 ``--sole-user`` says that every other process of this user belongs to the run (a container
 of its own), so the supervisor can tell the survivors of a run.
 
-Only the standard library, torch and safetensors may be imported here (and ``training.py``,
-loaded from the file next to this one).
+Only the standard library, torch and safetensors may be imported here (and ``wire.py`` and
+``training.py``, loaded from the files next to this one).
 """
 
 from __future__ import annotations
@@ -60,13 +60,27 @@ from safetensors.torch import load_file, save_file
 
 _IMPORTED_AT = time.perf_counter()
 
-PLAN_FILE = "plan.json"
-INPUTS_FILE = "inputs.safetensors"
-SUBMISSION_DIR = "submission"
-EVENTS_FILE = "events.jsonl"
-"""No longer written by the runner (events travel on its stream): in the output folder, such
-a file is student code's, and the host reports it as such."""
-TENSORS_DIR = "tensors"
+
+
+def _load_sibling(filename: str, name: str) -> types.ModuleType:
+    """A file of ours next to this one (``wire.py``, ``training.py``): the runner runs as a
+    script under ``python -I``, so its folder is not on ``sys.path`` (nor should it be, where
+    the submission's folder is)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), filename)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_WIRE = _load_sibling("wire.py", "autograde_wire")
+PLAN_FILE: str = _WIRE.PLAN_FILE
+INPUTS_FILE: str = _WIRE.INPUTS_FILE
+SUBMISSION_DIR: str = _WIRE.SUBMISSION_DIR
+EVENTS_FILE: str = _WIRE.EVENTS_FILE
+TENSORS_DIR: str = _WIRE.TENSORS_DIR
 
 MAX_MESSAGE_CHARS = 2000
 MAX_RETURNED_DEPTH = 2  # (output, cache) with the cache's own items
@@ -280,20 +294,7 @@ def _training_probe(namespace: Mapping[str, Any], call: Mapping[str, Any],
     return lambda: _TRAINING.train(namespace, call, inputs)
 
 
-def _load_training() -> types.ModuleType:
-    """The training probe (``training.py``), from the file next to this one: the runner runs
-    as a script under ``python -I``, so its folder is not on ``sys.path`` (nor should it be,
-    where the submission's folder is)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "training.py")
-    spec = importlib.util.spec_from_file_location("autograde_training_probe", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_TRAINING = _load_training()
+_TRAINING = _load_sibling("training.py", "autograde_training_probe")
 
 
 # The global generator is the process's, and the grader runs the reference and the variants from
@@ -702,11 +703,8 @@ def describe_exception(exc: BaseException, student_files: tuple[str, ...]) -> di
 # its own signals and timers.
 # --------------------------------------------------------------------------------------------
 
-STDOUT_FRAME_PREFIX = b'{"event": "stdout", "data": "'
-STDERR_FRAME_PREFIX = b'{"event": "stderr", "data": "'
-"""Printed output of the student's code travels on the supervisor's stream in such lines: no
-process of the student's holds a descriptor of the sandbox's own output streams, so none can
-keep them open past the run or write into them unframed."""
+STDOUT_FRAME_PREFIX: bytes = _WIRE.STDOUT_FRAME_PREFIX
+STDERR_FRAME_PREFIX: bytes = _WIRE.STDERR_FRAME_PREFIX
 REPORT_LINE_LIMIT = 1 << 20
 TENSOR_FILE_LIMIT = 256 << 20
 MAX_INTEGRITY_FLAGS = 32

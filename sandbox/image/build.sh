@@ -58,7 +58,7 @@ rm -rf "$context"
 mkdir -p "$context/wheels"
 cp "$ROOT/sandbox/image/Dockerfile" "$ROOT/sandbox/image/requirements.txt" \
     "$ROOT/sandbox/probe_runner.py" "$ROOT/sandbox/fork_runner.py" "$ROOT/sandbox/training.py" \
-    "$context/"
+    "$ROOT/sandbox/wire.py" "$context/"
 # Hard links when the cache is on the same file system: the torch wheel is large.
 cp -l "$wheels"/*.whl "$context/wheels/" 2>/dev/null || cp "$wheels"/*.whl "$context/wheels/"
 

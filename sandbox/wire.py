@@ -1,0 +1,20 @@
+"""What the runner and the host agree on, on disk and on the runner's stream: torch-free, so
+the host's sandbox code starts a container before it imports torch.
+
+The runner loads this file by path, from the folder it runs in (``sandbox/`` here,
+``/opt/autograde`` in the image); only the standard library may be imported here.
+"""
+
+PLAN_FILE = "plan.json"
+INPUTS_FILE = "inputs.safetensors"
+SUBMISSION_DIR = "submission"
+EVENTS_FILE = "events.jsonl"
+"""No longer written by the runner (events travel on its stream): in the output folder, such
+a file is student code's, and the host reports it as such."""
+TENSORS_DIR = "tensors"
+
+STDOUT_FRAME_PREFIX = b'{"event": "stdout", "data": "'
+STDERR_FRAME_PREFIX = b'{"event": "stderr", "data": "'
+"""Printed output of the student's code travels on the supervisor's stream in such lines: no
+process of the student's holds a descriptor of the sandbox's own output streams, so none can
+keep them open past the run or write into them unframed."""
