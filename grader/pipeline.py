@@ -6,6 +6,7 @@ precheck -> probe plan -> sandbox run -> validate -> reference -> checks -> diag
 from __future__ import annotations
 
 import dataclasses
+import os
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -131,9 +132,23 @@ def use_one_thread() -> None:
     torch.set_num_threads(1)
 
 
-_REFERENCE_RUNS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="reference")
+def _reference_runs() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="reference")
+
+
+_REFERENCE_RUNS = _reference_runs()
 """Where the reference's outcomes are computed during the sandbox runs (shared by the
 pipelines of a process; two at a time, for the cores of this machine)."""
+
+
+def _after_fork() -> None:
+    # A forked child (a worker process) has none of the parent's threads: a pool that had
+    # started some would never run what it is given.
+    global _REFERENCE_RUNS
+    _REFERENCE_RUNS = _reference_runs()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def reference_outcomes(assignment: Assignment, plan: ProbePlan) -> dict[str, CallOutcome]:
