@@ -12,7 +12,8 @@ to 4 significant digits, ``null`` for a value that is not finite)::
 ``steps[i]`` is the training step of ``curve[i]`` and ``reference_curve[i]``; the last point is
 the final loss on all training sequences. ``passed`` is the training's verdict, ``outcome``
 what the curve shows, in the order the check's observation names it: ``learned`` (it passed),
-``diverged``, ``leaks-the-future``, ``learned-nothing``, ``learned-part`` or ``inconsistent``
+``diverged``, ``untrained-weights`` (weights no gradient reached), ``leaks-the-future``,
+``learned-nothing``, ``learned-part`` or ``inconsistent``
 (accurate, but its weights compute something else with correct attention). A student reads an
 entry only while one of its ``tests`` is released to them (``service/visibility.py``).
 """

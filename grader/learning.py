@@ -92,6 +92,11 @@ class TrainingEvidence:
     logits_match: bool = True
     """The returned held-out logits are those of the returned weights with the reference
     attention (within float32's tolerance)."""
+    untrained: tuple[str, ...] = ()
+    """Weights the reference's training changes that the student's left exactly at their
+    initial values: no gradient reached them (a projection under ``torch.no_grad()``, say).
+    Whether the rest of the model makes up for them depends on the seed; that they never
+    train does not."""
 
     @property
     def reported_loss(self) -> float:
@@ -136,7 +141,7 @@ class TrainingEvidence:
 
     @property
     def passed(self) -> bool:
-        return (not self.diverged and self.learned and self.consistent
+        return (not self.diverged and not self.untrained and self.learned and self.consistent
                 and not self.leaks_the_future)
 
     def observation(self) -> str | None:
@@ -149,6 +154,11 @@ class TrainingEvidence:
                   f"{self.reference_curve[-1]:.3g}")
         accuracy = (f"{_percent(self.accuracy)} of the held-out answers right (the reference "
                     f"{_percent(self.reference_accuracy)}, chance {_percent(self.chance)})")
+        if self.untrained:
+            named = ", ".join(f"`{name}`" for name in self.untrained)
+            return (f"parts of the model never trained: {named} stayed exactly at their "
+                    "initial values, so no gradient reached them (the reference's training "
+                    f"changes every weight); {losses}, and it gets {accuracy}.")
         if self.leaks_the_future:
             changed = (f"; on {_percent(self.future_sensitivity)} of the held-out pairs that "
                        "share their past, its prediction changes with the future"
@@ -170,12 +180,15 @@ class TrainingEvidence:
     @property
     def outcome(self) -> str:
         """What the curve shows, named in the order ``observation`` reports it: ``learned``
-        (it passed), ``diverged``, ``leaks-the-future``, ``learned-nothing``, ``learned-part``
-        or ``inconsistent`` (accurate, but its weights compute something else)."""
+        (it passed), ``diverged``, ``untrained-weights``, ``leaks-the-future``,
+        ``learned-nothing``, ``learned-part`` or ``inconsistent`` (accurate, but its weights
+        compute something else)."""
         if self.passed:
             return "learned"
         if self.diverged:
             return "diverged"
+        if self.untrained:
+            return "untrained-weights"
         if self.leaks_the_future:
             return "leaks-the-future"
         if not self.learned:
@@ -286,9 +299,28 @@ def _assess(assignment: Assignment, plan: ProbePlan, call: ProbeCall, student: C
         model.eval()
         loss = float(training.training_loss(model, data, first))
     recomputed = training.held_out_logits(model, plan.inputs[spec["held_out"]])
+    initial = torch.cat([plan.inputs[spec["init_prefix"] + name].reshape(-1).float()
+                         for name in names])
     return common(agreement=_share(recomputed.argmax(dim=-1)[rows, asked] == student_answers),
                   recomputed_loss=loss, recomputed_start=start,
-                  logits_match=tensors_close(logits, recomputed, margin=LOGITS_MARGIN))
+                  logits_match=tensors_close(logits, recomputed, margin=LOGITS_MARGIN),
+                  untrained=_untrained(names, call.meta["shapes"], initial, weights, want[2]))
+
+
+def _untrained(names: Sequence[str], shapes: Mapping[str, tuple[int, ...]],
+               initial: torch.Tensor, student: torch.Tensor,
+               reference: torch.Tensor) -> tuple[str, ...]:
+    """The weights the reference's training moved and the student's left bit for bit at their
+    initial values (flat vectors in the order of ``names``)."""
+    untrained, offset = [], 0
+    for name in names:
+        size = math.prod(shapes[name])
+        part = slice(offset, offset + size)
+        offset += size
+        if (not torch.equal(reference[part], initial[part])
+                and torch.equal(student[part], initial[part])):
+            untrained.append(name)
+    return tuple(untrained)
 
 
 def _share(hits: torch.Tensor) -> float:
@@ -337,6 +369,8 @@ def training_findings(findings: Sequence[Finding], plan: ProbePlan,
         code = _failure_code(outcome, lost_code)
         if code:
             result = _joined(result, Finding(code, (call.id,)))
+        elif found is not None and found.untrained:
+            result = _joined(result, Finding("gradient-blocked", (call.id,)))
         elif found is not None and found.leaks_the_future:
             result = _joined(result, Finding("causal-leak", (call.id,)))
     return result

@@ -64,6 +64,9 @@ class TrainingCurves:
         if self.outcome == "diverged" or self.end is None:
             return ("Your model's training diverged: its loss became NaN or infinite, while "
                     f"the reference's reached {_loss(self.reference_end)} on the same seed.")
+        if self.outcome == "untrained-weights":
+            return (f"Parts of your model never trained (no gradient reached them): {stopped}, "
+                    f"and it got {held_out}.")
         if self.outcome == "leaks-the-future":
             return (f"Your model fits its training sequences, not the task: {fell}, yet it got "
                     f"only {held_out}.")
@@ -84,6 +87,7 @@ class TrainingCurves:
 
 _LEARNED = {"learned-nothing": "learned nothing", "learned-part": "learned only part of the task"}
 _VERDICTS = {"learned": "learned", "diverged": "diverged",
+             "untrained-weights": "parts of it never trained",
              "leaks-the-future": "fits its training data only",
              "learned-nothing": "learned nothing", "learned-part": "learned part of the task",
              "inconsistent": "learned, but computes something else"}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import runpy
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,7 +15,7 @@ from hypothesis import strategies as st
 from assignments import Assignment, ProbePlan, load_assignment
 from assignments.training_task import DEFAULT_TRAINING_SEEDS
 from grader import learning
-from grader.in_process import run_in_process
+from grader.in_process import run_call_in_process, run_in_process
 from grader.learning import TrainingEvidence
 from grader.outcomes import CallOutcome
 from grader.pipeline import judge_outcomes, use_one_thread
@@ -61,14 +63,23 @@ def test_a_diverged_training_fails() -> None:
     assert "diverged" in str(diverged.observation())
 
 
+def test_weights_that_never_trained_fail_however_well_the_rest_did() -> None:
+    frozen = dataclasses.replace(CORRECT, untrained=("attend.layer.k_proj.weight",))
+    assert not frozen.passed and frozen.outcome == "untrained-weights"
+    assert "`attend.layer.k_proj.weight` stayed exactly at their initial values" in str(
+        frozen.observation())
+
+
 @given(accuracy=st.floats(0, 1), agreement=st.floats(0, 1), end=st.floats(0, 3),
-       recomputed=st.floats(0, 3), match=st.booleans(), future=st.floats(0, 1))
+       recomputed=st.floats(0, 3), match=st.booleans(), future=st.floats(0, 1),
+       frozen=st.booleans())
 def test_it_passes_exactly_when_there_is_nothing_to_say(
         accuracy: float, agreement: float, end: float, recomputed: float, match: bool,
-        future: float) -> None:
+        future: float, frozen: bool) -> None:
     evidence = dataclasses.replace(CORRECT, curve=(2.1, end), accuracy=accuracy,
                                    agreement=agreement, recomputed_loss=recomputed,
-                                   logits_match=match, future_sensitivity=future)
+                                   logits_match=match, future_sensitivity=future,
+                                   untrained=("readout.bias",) if frozen else ())
     assert evidence.passed == (evidence.observation() is None)
 
 
@@ -134,6 +145,21 @@ def test_a_forged_curve_gets_nothing() -> None:
     # And the true outcome with a rescaled curve passes: the curve is shown, not judged.
     rescaled = {**reference, "training": _with_outputs(reference["training"], curve=curve * 0.5)}
     assert _learns(assignment, plan, rescaled)[:2] == (True, 1.0)
+
+
+def test_a_projection_no_gradient_reaches_is_named_on_every_training_seed() -> None:
+    # k and v computed under torch.no_grad(): the model may still learn the task on some
+    # seeds, but those projections never move, on all of them.
+    source = (Path(__file__).resolve().parents[1] / "corpus" / "multi-head-attention"
+              / "kv_under_no_grad.py")
+    namespace = runpy.run_path(str(source), run_name="submission")
+    for seed in range(DEFAULT_TRAINING_SEEDS):
+        assignment, plan, reference = _graded("multi-head-attention", seed)
+        student = {"training": run_call_in_process(namespace, plan, "training")}
+        evidence = learning.assess(assignment, plan, student, reference)["training"]
+        assert evidence.untrained == tuple(f"attend.layer.{p}_proj.{w}" for p in "kv"
+                                           for w in ("weight", "bias")), seed
+        assert not evidence.passed
 
 
 def test_skipping_training_gets_nothing() -> None:

@@ -182,5 +182,6 @@ def test_grading_puts_the_curves_of_the_training_in_the_document() -> None:
     curves = read_entry(entry)
     assert curves is not None and curves.end is not None and curves.reference_end is not None
     assert curves.end > 10 * curves.reference_end   # its gradients never reach q, k, v
-    assert curves.outcome == "learned-nothing"
-    assert curves.caption().startswith("Your model learned nothing: its loss stopped at")
+    assert curves.outcome == "untrained-weights"
+    assert curves.caption().startswith("Parts of your model never trained (no gradient "
+                                       "reached them): its loss stopped at")
