@@ -15,7 +15,8 @@ assignments, from ``tests/corpus-realworld`` and ``tests/corpus``, interleaved):
   ours: it is the cost of the pattern, not a like-for-like grading.
 
 Measured for each: latency one at a time (submit -> result; over the API with the long poll,
-``?wait=``), then a rush of N posted at once: throughput (N over first request to last result,
+``?wait=``; each submission after ``--latency-gap`` seconds of idle), then a rush of N posted
+at once: throughput (N over first request to last result,
 from the server's own timestamps), each submission's wait (requested -> graded), and CPU seconds
 per submission by process, read from /proc: web (gunicorn tree), worker (Celery tree), the
 sandbox containers (a benchmark-only cgroup parent, whose usage outlives the containers), the
@@ -26,7 +27,8 @@ per submission.
 
 Usage (an engine and the sandbox image: ``make sandbox-image``)::
 
-    .venv/bin/python benchmarks/service_rush.py [--n 20] [--latency-runs 8] [--no-embedded]
+    .venv/bin/python benchmarks/service_rush.py [--n 20] [--latency-runs 8] [--latency-gap 3]
+        [--no-embedded]
         [--backend docker|local] [--no-peer]
 """
 
@@ -43,7 +45,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -200,6 +202,17 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
 
 
+LATENCY_GAP_SECONDS = 3.0
+"""Before each one-at-a-time submission (``--latency-gap``): it arrives at an idle system,
+whose warm containers were replaced after the last one (a start takes 1-2 s). Submissions
+back to back, faster than containers start, are the rush's to measure."""
+
+
+def one_at_a_time(grade: Callable[[Item], float], item: Item) -> float:
+    time.sleep(LATENCY_GAP_SECONDS)
+    return grade(item)
+
+
 def bare(items: list[Item], runs: int, backend_name: str, stack: ExitStack) -> Outcome:
     from assignments.loader import load_assignment
     from grader.pipeline import GradingPipeline
@@ -223,7 +236,7 @@ def bare(items: list[Item], runs: int, backend_name: str, stack: ExitStack) -> O
     for slug in SLUGS:  # untimed: imports, plans, a filled pool
         grade(next(item for item in items if item.slug == slug))
     time.sleep(3)
-    latency = [grade(item) for item in items[:runs]]
+    latency = [one_at_a_time(grade, item) for item in items[:runs]]
     time.sleep(3)  # the pool refilled
     roots = {"worker": os.getpid()}
     before, load = sample(roots, cgroup), os.getloadavg()[0]
@@ -259,7 +272,7 @@ def peer(items: list[Item], runs: int, image: str) -> Outcome:
         return time.perf_counter() - started
 
     grade(items[0])  # untimed: the image's layers in the page cache
-    latency = [grade(item) for item in items[:runs]]
+    latency = [one_at_a_time(grade, item) for item in items[:runs]]
     roots = {"worker": os.getpid()}
     before, load = sample(roots, cgroup), os.getloadavg()[0]
     started = time.perf_counter()
@@ -331,6 +344,7 @@ def service(name: str, items: list[Item], runs: int, backend_name: str, database
         time.sleep(3)
         latency, seen = [], {}
         for item in items[:runs]:
+            time.sleep(LATENCY_GAP_SECONDS)
             started = time.perf_counter()
             submission_id = post(item)
             follow(submission_id)
@@ -444,7 +458,8 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, items: list[Item],
         f"Date: {started:%Y-%m-%d %H:%M} UTC; {os.cpu_count()} CPUs; sandbox {args.backend}; "
         f"load average (1 min) at start {load:.1f}, at end {os.getloadavg()[0]:.1f}",
         f"Command: .venv/bin/python benchmarks/service_rush.py --n {args.n} "
-        f"--latency-runs {args.latency_runs} --backend {args.backend}"
+        f"--latency-runs {args.latency_runs} --latency-gap {args.latency_gap:g} "
+        f"--backend {args.backend}"
         + (" --no-embedded" if args.no_embedded else "")
         + (" --no-peer" if args.no_peer else ""),
         f"Submissions: {len(items)} from {', '.join(kinds)}",
@@ -495,6 +510,7 @@ def as_worker(argv: list[str]) -> None:
 
 
 def main() -> int:
+    global LATENCY_GAP_SECONDS
     if len(sys.argv) > 1 and sys.argv[1] == "--as-worker":
         as_worker(sys.argv[2:])
         return 0
@@ -502,12 +518,15 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=20, help="submissions in the rush")
     parser.add_argument("--latency-runs", type=int, default=8)
+    parser.add_argument("--latency-gap", type=float, default=LATENCY_GAP_SECONDS,
+                        help="seconds of idle before each one-at-a-time submission (default 3)")
     parser.add_argument("--backend", choices=("docker", "local"), default="docker")
     parser.add_argument("--no-embedded", action="store_true")
     parser.add_argument("--no-peer", action="store_true")
     parser.add_argument("--profile", type=Path, help="py-spy the web and worker during the "
                         "PostgreSQL + Redis rush; collapsed stacks written to this folder")
     args = parser.parse_args()
+    LATENCY_GAP_SECONDS = args.latency_gap
     started, load = datetime.datetime.now(datetime.UTC), os.getloadavg()[0]
     items = mixed(args.n)
     outcomes: list[Outcome] = []
