@@ -67,14 +67,14 @@ def autograde(*args: str) -> tuple[float, Any]:
 
 def peer_pytest(path: Path) -> float:
     """Seconds of one run of the peer's six tests next to the file (a failing test is a
-    grade, not an error: exit status 1)."""
+    grade, not an error: exit status 1; so is a file the tests cannot import: 2)."""
     with submission_dir(path.read_bytes()) as directory:
         started = time.perf_counter()
         done = subprocess.run([sys.executable, *PYTEST_COMMAND, str(directory)],
                               capture_output=True, text=True, cwd=directory, timeout=600,
                               env={**os.environ, **PYTEST_ENV})
         seconds = time.perf_counter() - started
-    if done.returncode not in (0, 1):
+    if done.returncode not in (0, 1, 2):
         raise SystemExit(f"the peer's pytest failed ({done.returncode}) on {path.name}:\n"
                          f"{done.stdout[-2000:]}{done.stderr[-1000:]}")
     return seconds
