@@ -444,7 +444,7 @@ def _execute_forward(
         args = _values(spec.get("args", []), recorder.inputs, fresh=True, earlier=earlier)
         kwargs = _kwvalues(spec, recorder.inputs, fresh=True, earlier=earlier)
     except EarlierOutputMissing as exc:
-        _LEAF_OF.clear()
+        _LEAVES.of.clear()
         earlier.append(None)
         return recorder.failed(prefix + "forward", exc, seconds=0.0)
     leaves = _grad_leaves(spec, args, kwargs)
@@ -563,7 +563,7 @@ def _value(spec: Any, inputs: Mapping[str, torch.Tensor], fresh: bool,
             if spec.get("grad"):
                 leaf = tensor.requires_grad_(True)
                 tensor = leaf.clone()
-                _LEAF_OF[id(tensor)] = leaf
+                _LEAVES.of[id(tensor)] = leaf
         return tensor
     return spec
 
@@ -582,19 +582,27 @@ def _earlier_output(earlier: list[Any], forward: int, path: list[int]) -> Any:
     return value
 
 
-# Leaves behind the arguments of the call being executed, by the argument's id().
-_LEAF_OF: dict[int, torch.Tensor] = {}
+class _Leaves(threading.local):
+    """Leaves behind the arguments of the forward being prepared, by the argument's id(): per
+    thread, since the grader runs calls in several threads at once (a shared map let one
+    thread's forward clear another's leaves, which then recorded no gradient)."""
+
+    def __init__(self) -> None:
+        self.of: dict[int, torch.Tensor] = {}
+
+
+_LEAVES = _Leaves()
 
 
 def _grad_leaves(
     spec: Mapping[str, Any], args: list[Any], kwargs: dict[str, Any]
 ) -> dict[str, torch.Tensor]:
     leaves = {
-        position: _LEAF_OF[id(value)]
+        position: _LEAVES.of[id(value)]
         for position, value in _tensor_arguments(spec, args, kwargs)
-        if id(value) in _LEAF_OF
+        if id(value) in _LEAVES.of
     }
-    _LEAF_OF.clear()
+    _LEAVES.of.clear()
     return leaves
 
 

@@ -34,6 +34,24 @@ def test_a_seeded_dropout_forward_gives_the_same_values_beside_other_threads() -
             assert all(torch.equal(a, b) for a, b in zip(alone, together, strict=True))
 
 
+def test_every_gradient_is_recorded_beside_other_threads_running_calls() -> None:
+    # The grader runs the reference and variants in several threads at once. The leaves behind
+    # a forward's arguments were kept in one map for the process: another thread's forward
+    # cleared it, and a gradient went unrecorded (check 1.9 then failed, on a seed, in CI).
+    assignment = load_assignment("attention")
+    plan = assignment.build_plan(11)
+    reference = assignment.reference(frozenset())
+
+    def gradients(_: int) -> int:
+        outcome = run_call_in_process(reference, plan, "grad-plain")
+        return sum(len(forward.grads) for forward in outcome.forwards)
+
+    alone = gradients(0)
+    assert alone == 3  # q, k, v
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        assert set(pool.map(gradients, range(400))) == {alone}
+
+
 def test_python_is_parsed_only_through_the_one_parser_that_serialises_threads() -> None:
     # ast.parse from two threads at once can fail in CPython 3.11 (python/cpython#106905).
     direct = []
