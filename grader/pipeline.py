@@ -133,12 +133,12 @@ def use_one_thread() -> None:
 
 
 def _reference_runs() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=2, thread_name_prefix="reference")
+    return ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="reference")
 
 
 _REFERENCE_RUNS = _reference_runs()
 """Where the reference's outcomes are computed during the sandbox runs (shared by the
-pipelines of a process; two at a time, for the cores of this machine)."""
+pipelines of a process; one at a time per core)."""
 
 
 def _after_fork() -> None:
