@@ -72,6 +72,7 @@ _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 _LAST_CAPABILITY = 63
 _POLL_SECONDS = 0.002
+_SETPRIV = "/usr/bin/setpriv"
 _KILL_CHECK_SECONDS = 0.02
 _DRAIN_SECONDS = 2.0
 _SETUP_FAILED = 71
@@ -247,25 +248,14 @@ def _wipe(uid: int, root: str) -> None:
         time.sleep(0.01)
     else:
         sys.exit(f"processes of uid {uid} survive SIGKILL")
-    cleaner = os.fork()
-    if cleaner == 0:  # as the job's uid: its files are its own, whatever modes it gave them
-        try:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-            for folder, dirs, _ in os.walk(root):
-                for name in dirs:
-                    with contextlib.suppress(OSError):
-                        os.chmod(os.path.join(folder, name), 0o700, follow_symlinks=False)
-            for entry in os.listdir(root):
-                path = os.path.join(root, entry)
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path)
-                else:
-                    os.unlink(path)
-            os._exit(0)
-        except BaseException:
-            os._exit(1)
+    # As the job's uid, whose files they all are whatever modes it gave them; spawned, not
+    # forked: a fork of this process (torch imported) costs 15-20 ms of CPU, a spawn about 1.
+    cleaner = os.posix_spawn(_SETPRIV, [
+        _SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+        "/bin/sh", "-c", 'chmod -R u+rwx -- "$1" && exec find "$1" -mindepth 1 -delete',
+        "sh", root,
+    ], {"PATH": "/usr/bin:/bin"}, file_actions=[
+        (os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)])
     os.waitpid(cleaner, 0)
     os.rmdir(root)  # fails, and ends the server, if the cleaner left anything
 

@@ -83,12 +83,19 @@ def test_a_corpus_file_grades_the_same_in_both_modes(
 
 
 # The first job leaves a process of a session of its own behind, writing a file in /tmp and
-# its output folder, and files in /tmp and /dev/shm; it waits until the writer has started.
+# its output folder, and files in /tmp and /dev/shm, a folder in its output folder that it
+# locked itself out of (mode 0) and a link out of it; it waits until the writer has started.
 FIRST_JOB = """
 import json, os, sys, time
 for path in ("/tmp/first-job-file", "/dev/shm/first-job-file"):
     with open(path, "w") as handle:
         handle.write("first")
+locked = os.path.join(sys.argv[2], "locked")
+os.makedirs(os.path.join(locked, "inner"))
+open(os.path.join(locked, "inner", "file"), "w").close()
+for folder in (os.path.join(locked, "inner"), locked):
+    os.chmod(folder, 0)
+os.symlink("/etc", os.path.join(sys.argv[2], "link"))
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
