@@ -542,7 +542,7 @@ class _CappedReader(io.RawIOBase):
     def __init__(self, chunks: Iterator[bytes], limit: int) -> None:
         self._chunks = chunks
         self._left = limit
-        self._buffer = b""
+        self._buffer = memoryview(b"")
         self.exhausted = False
         """Whether the limit cut the stream."""
 
@@ -558,7 +558,7 @@ class _CappedReader(io.RawIOBase):
                 chunk = chunk[: self._left]
                 self.exhausted = True
             self._left -= len(chunk)
-            self._buffer = chunk
+            self._buffer = memoryview(chunk)  # read from in place: a chunk may be large
             if not chunk and self.exhausted:
                 return 0
         size = min(len(target), len(self._buffer))

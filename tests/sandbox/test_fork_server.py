@@ -190,23 +190,36 @@ while True:
 
 SPIN = ATTENTION + "\ndef spin(*args):\n    while True:\n        pass\n"
 
+# Sparse files at the file-size limit in its tensors folder: more to read than a full output
+# volume holds, in almost no space.
+SPARSE_OUTPUTS = """
+import os, sys
+folder = os.path.join(sys.argv[2], "tensors")
+for number in range(4):
+    with open(os.path.join(folder, f"sparse-{number}"), "wb") as handle:
+        handle.truncate(64 << 20)
+""" + ATTENTION
+
 
 @pytest.mark.parametrize(("source", "calls", "termination", "statuses"), [
     ("import torch\nhog = torch.ones(1 << 29)  # 2 GiB, touched\n", None,
      Termination.MEMORY_LIMIT, []),
     (FORK_UNTIL_REFUSED, None, Termination.EXITED, ["ok", "ok"]),
     (SPIN, [attention_call("slow", "spin")], Termination.EXITED, ["ok", "timeout"]),
-], ids=["memory-bomb", "fork-bomb", "infinite-loop"])
+    (SPARSE_OUTPUTS, None, Termination.OUTPUT_LIMIT, ["ok", "ok"]),
+], ids=["memory-bomb", "fork-bomb", "infinite-loop", "sparse-outputs"])
 def test_a_bomb_ends_as_in_a_container_of_its_own(
         source: str, calls: list[dict[str, Any]] | None, termination: Termination,
         statuses: list[str], one_server: DockerBackend, docker_backend: DockerBackend) -> None:
     job = make_job(source, calls=calls, call_timeout=2)
     outcomes = []
+    details = []
     for backend in (one_server, docker_backend):
         result = backend.run(job, Limits())
         outcomes.append((result.termination,
                          [e["status"] for e in events_of(result.events) if "status" in e]))
-    assert outcomes[0] == outcomes[1] == (termination, statuses)
+        details.append((result.detail, result.exit_code, result.stderr[-500:]))
+    assert outcomes[0] == outcomes[1] == (termination, statuses), details
     # The server survived the bomb and runs the next job normally.
     after = one_server.run(make_job(), Limits())
     assert after.termination is Termination.EXITED and after.exit_code == 0
