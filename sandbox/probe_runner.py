@@ -1342,7 +1342,11 @@ def _warm_up() -> None:
     q = torch.randn(2, 3, 4, 8, requires_grad=True)
     weights = torch.softmax(q @ q.transpose(-2, -1) / 8**0.5, dim=-1)
     out = weights @ q
-    _backward_with(out, torch.ones_like(out))
+    # An explicit upstream gradient imports sympy (~0.6 s): the probes no longer take that path
+    # (``_backward_with``), but other paths of torch import it lazily, and a call's time-out
+    # landing inside that import leaves a half-made sympy that fails every later call. Imported
+    # here, before any student code runs.
+    out.backward(torch.ones_like(out))  # type: ignore[no-untyped-call]
     torch.nn.functional.linear(q, torch.randn(8, 8), torch.randn(8)).sum()
 
 
