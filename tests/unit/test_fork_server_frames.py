@@ -5,6 +5,7 @@ bound on what it can make the host hold."""
 from __future__ import annotations
 
 import io
+import itertools
 import tarfile
 import threading
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ def _frame(kind: bytes, number: int, payload: bytes) -> bytes:
 
 def _chunked(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({min(cut, len(data)) for cut in cuts} | {0, len(data)})
-    return [data[start:end] for start, end in zip(points, points[1:], strict=False)]
+    return [data[start:end] for start, end in itertools.pairwise(points)]
 
 
 def _frames_of(chunks: list[bytes]) -> _Frames:
