@@ -123,12 +123,16 @@ def test_the_result_page_draws_the_map_of_the_diagnosis(
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
 
 
-@pytest.mark.parametrize(("code", "caption"), [
-    ("causal-leak", "fits its training sequences, not the task"),
-    ("softmax-wrong-axis", "Your model learned"),     # it learns, but computes something else
+# A wrong-axis model learns but computes something else; whether its held-out answers also
+# fall short (then it "fits its training sequences") depends on the training seed the random
+# grading seed draws and on the CPU's kernels (seen on an AVX-512 AMD machine): both fail.
+@pytest.mark.parametrize(("code", "captions"), [
+    ("causal-leak", ("fits its training sequences, not the task",)),
+    ("softmax-wrong-axis", ("Your model learned", "fits its training sequences, not the task")),
 ])
 def test_the_result_page_draws_the_loss_curve_against_the_reference(
-        live: Live, browser: Any, graded: dict[str, int], code: str, caption: str) -> None:
+        live: Live, browser: Any, graded: dict[str, int], code: str,
+        captions: tuple[str, ...]) -> None:
     page = browser.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -145,7 +149,8 @@ def test_the_result_page_draws_the_loss_curve_against_the_reference(
     assert "your model" in legend and "the reference, same seed" in legend
     assert "training step" in legend and "loss (log scale)" in legend
     text = figure.locator("figcaption").inner_text()
-    assert caption in text and "held-out answers right" in text
+    assert any(caption in text for caption in captions), text
+    assert "held-out answers right" in text
     assert figure.get_attribute("data-passed") == "no"
     figure.locator("details.map-numbers summary").click()
     assert figure.locator("details.map-numbers table tbody tr").count() >= 2

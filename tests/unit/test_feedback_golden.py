@@ -7,6 +7,7 @@ A change of wording shows up as a diff to review. Regenerate deliberately with
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,9 @@ from grader.in_process import run_in_process
 from grader.pipeline import judge_outcomes, use_one_thread
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+TRAINING_FIGURES = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?%?")
+"""The figures of a training run's report (losses, accuracies): 80 Adam steps carry the last
+bits of the CPU's kernels (AVX2 or AVX-512, MKL's paths per vendor) into their second digit."""
 SEED = 2024
 
 
@@ -31,7 +35,10 @@ def _feedback(slug: str) -> str:
         lines = [f"== {mistake.id} (score {sum(s for _, _, s in scored):g}) =="]
         for check, verdict, _ in scored:
             if not verdict.passed:
-                lines.append(f"  check {check.number} failed: {verdict.observation}")
+                observation = verdict.observation
+                if observation.startswith("On training"):
+                    observation = TRAINING_FIGURES.sub("#", observation)
+                lines.append(f"  check {check.number} failed: {observation}")
         for diagnosis in diagnoses:
             lines.append(f"  [{diagnosis.code}] tests {', '.join(diagnosis.tests)}")
             lines.append(f"    {diagnosis.message}")
