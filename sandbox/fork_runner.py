@@ -201,7 +201,7 @@ def _send_outputs(stream: int, number: int, out: str, budget: int) -> None:
     the server holds one file (at most the file-size limit) and one frame at a time.
     """
     cut = False
-    with _Frames(stream, b"T", number) as frames, \
+    with _FrameWriter(stream, b"T", number) as frames, \
             tarfile.open(fileobj=frames, mode="w|", format=tarfile.PAX_FORMAT) as archive:
         def add(folder: int, name: str, archived: str) -> None:
             nonlocal budget, cut
@@ -240,7 +240,7 @@ def _send_outputs(stream: int, number: int, out: str, budget: int) -> None:
         _send(stream, b"L", number, b"")
 
 
-class _Frames(io.RawIOBase):
+class _FrameWriter(io.RawIOBase):
     """A write-only file that sends what is written to it in frames of one kind."""
 
     def __init__(self, stream: int, kind: bytes, number: int) -> None:

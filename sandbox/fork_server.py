@@ -13,7 +13,7 @@ What goes through, and how the host reads it, is the per-container mode's:
   under the container's read-only bind mount ``/job``;
 * out: the probe runner's stream, relayed by the server in frames on the exec stream, fed to
   the same ``ChannelDecoder`` and caps (``_CappedOutput``); the output files (``/out/N/out``),
-  sent by the server at the job's end as one tar in a frame of its own (read from the volume
+  sent by the server at the job's end as a tar in frames of their own (read from the volume
   through the engine if the server is gone), read by ``read_output_archive``. The grader
   validates both as it does any run's.
 """
