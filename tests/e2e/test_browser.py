@@ -148,7 +148,10 @@ def test_xss_submission_executes_nothing_for_the_instructor(live: Live, browser:
 def test_submit_form_works_with_the_keyboard_alone(live: Live, browser: Any) -> None:
     page = browser.new_page()
     page.goto(live.path("/login"))
-    page.keyboard.type("kbd")  # the user name field has the focus on load
+    # The user name field takes the focus on load. Chromium applies `autofocus` at its next
+    # rendering step, which can come after the load event on a busy machine: wait for it.
+    page.wait_for_function("document.activeElement && document.activeElement.id === 'username'")
+    page.keyboard.type("kbd")
     page.keyboard.press("Tab")
     page.keyboard.type("correct horse battery")
     page.keyboard.press("Enter")
