@@ -158,7 +158,7 @@ def default_jobs() -> int:
 
 
 def run(*, folder: Path, slug: str, backend_name: str, jobs: int | None, seed: int | None,
-        out: Path | None, as_json: bool) -> int:
+        out: Path | None, as_json: bool, fork_server: bool = False) -> int:
     """The ``grade DIR`` command: grade, show progress and the summary, write ``--out``."""
     from rich.console import Console
     from rich.progress import (
@@ -187,8 +187,15 @@ def run(*, folder: Path, slug: str, backend_name: str, jobs: int | None, seed: i
     gradable = sum(entry.problem is None for entry in entries)
     jobs = max(1, min(jobs or default_jobs(), gradable or 1))
     name = backend_name if backend_name != "auto" else choose_backend(warn=sys.stderr)
+    if fork_server:
+        if name != "docker":
+            return fail(f"--fork-server is a mode of the docker sandbox, not of the {name} one")
+        os.environ["AUTOGRADE_DOCKER_MODE"] = "fork-server"
     # One warm pool for the whole folder, one container per grading at once.
     os.environ.setdefault("AUTOGRADE_DOCKER_POOL_SIZE", str(jobs))
+    sandbox = name
+    if name == "docker" and os.environ.get("AUTOGRADE_DOCKER_MODE") == "fork-server":
+        sandbox = "docker sandbox's fork-server"
     try:
         backend = create_backend(name, warm=True)
     except SandboxUnavailable as exc:
@@ -217,7 +224,7 @@ def run(*, folder: Path, slug: str, backend_name: str, jobs: int | None, seed: i
         sys.stdout.write("\n")
     else:
         _summary(Console(), outcomes, assignment_title=assignment.title, elapsed=elapsed,
-                 jobs=jobs, backend=name, out=out)
+                 jobs=jobs, sandbox=sandbox, out=out)
     return 0 if all(o.graded for o in outcomes) else 1
 
 
@@ -231,7 +238,7 @@ def _safe(text: str) -> Any:
 
 
 def _summary(console: Any, outcomes: list[Outcome], *, assignment_title: str, elapsed: float,
-             jobs: int, backend: str, out: Path | None) -> None:
+             jobs: int, sandbox: str, out: Path | None) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -251,8 +258,8 @@ def _summary(console: Any, outcomes: list[Outcome], *, assignment_title: str, el
     console.print(table)
     graded = [o for o in outcomes if o.graded]
     line = (f"Graded {len(graded)} of {len(outcomes)} in {elapsed:.1f} s "
-            f"({elapsed / max(1, len(graded)):.2f} s each), {jobs} at once on the {backend} "
-            "sandbox")
+            f"({elapsed / max(1, len(graded)):.2f} s each), {jobs} at once on the {sandbox} "
+            f"{'mode' if sandbox.endswith('fork-server') else 'sandbox'}")
     if len(graded) < len(outcomes):
         line += f"; {len(outcomes) - len(graded)} not graded"
     if out is not None:

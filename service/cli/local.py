@@ -39,6 +39,10 @@ def register(commands: Commands) -> None:
     grade.add_argument("--out", type=Path, metavar="DIR",
                        help="a folder: write each submission's results document there, with "
                             "summary.json")
+    grade.add_argument("--fork-server", action="store_true",
+                       help="a folder, docker sandbox: grade in the fork-server mode, several "
+                            "times faster; each submission runs in a child of a long-lived "
+                            "container (README: Fork-server mode, what it shares)")
     grade.add_argument("--no-plots", dest="plots", action="store_false",
                        help="leave the attention maps out of the report")
     grade.set_defaults(handler=_grade)
@@ -66,9 +70,10 @@ def _grade(args: argparse.Namespace) -> int:
         from service.cli.batch import run
 
         return run(folder=folders[0], slug=args.assignment, backend_name=args.backend,
-                   jobs=args.jobs, seed=args.seed, out=args.out, as_json=args.json)
-    if args.jobs is not None or args.out is not None:
-        return fail("--jobs and --out are for grading a folder")
+                   jobs=args.jobs, seed=args.seed, out=args.out, as_json=args.json,
+                   fork_server=args.fork_server)
+    if args.jobs is not None or args.out is not None or args.fork_server:
+        return fail("--jobs, --out and --fork-server are for grading a folder")
     return _grade_one(args)
 
 

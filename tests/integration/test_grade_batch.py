@@ -119,7 +119,9 @@ def test_the_summary_table_names_every_entry(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("args", "error"), [
     (["{dir}", "{dir}/x.py"], "a folder is graded alone"),
-    (["{dir}/x.py", "--out", "{dir}"], "--jobs and --out are for grading a folder"),
+    (["{dir}/x.py", "--out", "{dir}"], "--jobs, --out and --fork-server are for grading a folder"),
+    (["{dir}/x.py", "--fork-server"], "--fork-server are for grading a folder"),
+    (["{dir}", "--fork-server", "--backend", "local"], "--fork-server is a mode of the docker"),
     (["{dir}", "--jobs", "0"], "--jobs is at least 1"),
     (["{dir}/empty"], "nothing to grade in"),
 ])

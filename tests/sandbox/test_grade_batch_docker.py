@@ -3,7 +3,11 @@ judged as the corpus manifest says."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +16,7 @@ from grader.pipeline import GradingPipeline
 from sandbox.docker_backend import DockerBackend
 from service.cli.batch import Entry, grade_all
 from tests.conftest import CORPUS
+from tests.servicekit import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -35,3 +40,23 @@ def test_submissions_graded_at_once_share_the_warm_pool(docker_backend: DockerBa
         assert [d["code"] for d in outcome.document["diagnoses"]] == expected["codes"]
         assert outcome.document["score"] == expected["score"]
     assert outcomes[3].error == "neither a .py file nor a folder"
+
+
+def test_a_folder_graded_in_the_fork_server_mode_is_judged_as_the_manifest_says(
+        tmp_path: Path) -> None:
+    manifest = tomllib.loads((CORPUS / "attention" / "manifest.toml").read_text())["files"]
+    for name in NAMES:
+        (tmp_path / name).write_bytes((CORPUS / "attention" / name).read_bytes())
+    done = subprocess.run(
+        [sys.executable, "-m", "service.cli", "grade", "--assignment", "attention",
+         str(tmp_path), "--backend", "docker", "--fork-server", "--seed", "5", "--jobs", "2"],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+        env={**os.environ, "COLUMNS": "120"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert "at once on the docker sandbox's fork-server mode." in done.stdout
+    for name in NAMES:
+        line = next(line for line in done.stdout.splitlines() if name in line)
+        expected = manifest[name]
+        assert f"{expected['score']:g} / 11" in line, line
+        assert (expected["codes"][0] if expected["codes"] else "none") in line, line
