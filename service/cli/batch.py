@@ -193,9 +193,9 @@ def run(*, folder: Path, slug: str, backend_name: str, jobs: int | None, seed: i
         os.environ["AUTOGRADE_DOCKER_MODE"] = "fork-server"
     # One warm pool for the whole folder, one container per grading at once.
     os.environ.setdefault("AUTOGRADE_DOCKER_POOL_SIZE", str(jobs))
-    sandbox = name
+    sandbox = f"{name} sandbox"
     if name == "docker" and os.environ.get("AUTOGRADE_DOCKER_MODE") == "fork-server":
-        sandbox = "docker sandbox's fork-server"
+        sandbox += "'s fork-server mode"
     try:
         backend = create_backend(name, warm=True)
     except SandboxUnavailable as exc:
@@ -258,8 +258,7 @@ def _summary(console: Any, outcomes: list[Outcome], *, assignment_title: str, el
     console.print(table)
     graded = [o for o in outcomes if o.graded]
     line = (f"Graded {len(graded)} of {len(outcomes)} in {elapsed:.1f} s "
-            f"({elapsed / max(1, len(graded)):.2f} s each), {jobs} at once on the {sandbox} "
-            f"{'mode' if sandbox.endswith('fork-server') else 'sandbox'}")
+            f"({elapsed / max(1, len(graded)):.2f} s each), {jobs} at once on the {sandbox}")
     if len(graded) < len(outcomes):
         line += f"; {len(outcomes) - len(graded)} not graded"
     if out is not None:
