@@ -13,10 +13,14 @@ from __future__ import annotations
 import os
 import tomllib
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from assignments import load_assignment
 from grader.pipeline import GradingPipeline
@@ -98,17 +102,66 @@ def seeds_for_file(file: CorpusFile) -> list[int]:
 
 
 _graded: dict[tuple[Path, int], Verdict] = {}
+# Gradings under way in the background (graded_ahead), by the same key as _graded.
+_ahead: dict[tuple[Path, int], Future[Verdict]] = {}
 
 
 def grade(pipeline: GradingPipeline, file: CorpusFile, seed: int) -> Verdict:
     """The grader's verdict on ``file`` for ``seed`` (a file's verdict must not depend on state)."""
     key = (file.path, seed)
-    if key not in _graded:
-        document = pipeline.grade(load_assignment(file.slug),
-                                  {file.path.name: file.path.read_bytes()}, seed=seed)
-        _graded[key] = Verdict(seed, frozenset(d["code"] for d in document["diagnoses"]),
-                               float(document["score"]), document)
-    return _graded[key]
+    if key in _graded:
+        return _graded[key]
+    future = _ahead.get(key)
+    if future is not None:
+        return future.result()  # what the grading raised, raised here
+    return _grade_now(pipeline, file, seed)
+
+
+def _grade_now(pipeline: GradingPipeline, file: CorpusFile, seed: int) -> Verdict:
+    document = pipeline.grade(load_assignment(file.slug),
+                              {file.path.name: file.path.read_bytes()}, seed=seed)
+    verdict = Verdict(seed, frozenset(d["code"] for d in document["diagnoses"]),
+                      float(document["score"]), document)
+    _graded[(file.path, seed)] = verdict
+    return verdict
+
+
+@contextmanager
+def graded_ahead(pipeline: GradingPipeline,
+                 jobs: Iterable[tuple[CorpusFile, int]]) -> Iterator[None]:
+    """Grade ``jobs`` (file, seed) in the background, one sandbox per core, in the order given,
+    while the tests that ask for them (through ``grade``) run one at a time.
+
+    A test grading one file at a time leaves the other cores idle; with the jobs in the
+    tests' order each test waits for its own gradings only, which are under way or done by
+    then. Whatever has not started when the block ends is cancelled."""
+    pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
+                              thread_name_prefix="corpus-ahead")
+    submitted: list[tuple[Path, int]] = []
+    try:
+        for file, seed in jobs:
+            key = (file.path, seed)
+            if key not in _graded and key not in _ahead:
+                _ahead[key] = pool.submit(_grade_now, pipeline, file, seed)
+                submitted.append(key)
+        yield
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        for key in submitted:
+            del _ahead[key]
+
+
+def selected_files(request: pytest.FixtureRequest, test_name: str) -> list[CorpusFile]:
+    """The ``file`` parameters of this session's selected items of ``test_name`` in the
+    requesting module, in the order they will run."""
+    files = []
+    for item in request.session.items:
+        callspec = getattr(item, "callspec", None)
+        if (isinstance(item, pytest.Function) and item.module is request.module
+                and item.originalname == test_name and callspec is not None
+                and "file" in callspec.params):
+            files.append(callspec.params["file"])
+    return files
 
 
 def grade_on_seeds(pipeline: GradingPipeline, file: CorpusFile, seeds: list[int]) -> list[Verdict]:

@@ -8,14 +8,35 @@ differently written files, and combinations of two mistakes.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Iterator
 
 import pytest
 
 from assignments import load_assignment
 from grader.pipeline import GradingPipeline
 from tests.conftest import CORPUS
-from tests.corpuskit import SLUGS, CorpusFile, base_seed, corpus_files, grade
+from tests.corpuskit import (
+    SLUGS,
+    CorpusFile,
+    base_seed,
+    corpus_files,
+    grade,
+    graded_ahead,
+    selected_files,
+)
 from tests.integration.test_grade_local import assert_complete
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _graded_ahead(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The selected files are graded in the background, one sandbox per core."""
+    files = selected_files(request, "test_corpus_submission_gets_its_exact_codes_and_score")
+    if not files:
+        yield
+        return
+    pipeline = request.getfixturevalue("local_pipeline")
+    with graded_ahead(pipeline, [(file, base_seed(file.path.name)) for file in files]):
+        yield
 
 
 @pytest.mark.slow

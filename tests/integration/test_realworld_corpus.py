@@ -13,6 +13,8 @@ checks another worktree's grader against the same manifests and seeds.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from assignments import load_assignment
@@ -23,8 +25,10 @@ from tests.corpuskit import (
     corpus_files,
     describe,
     grade_on_seeds,
+    graded_ahead,
     seeds_for,
     seeds_for_file,
+    selected_files,
 )
 from tests.integration.test_grade_local import assert_complete
 
@@ -44,6 +48,23 @@ def _params(files: list[CorpusFile], *, unnamed: dict[str, str]) -> list[object]
     return [pytest.param(file, id=file.id, marks=[pytest.mark.xfail(
         strict=True, reason=unnamed[file.id])] if file.id in unnamed else [])
         for file in files]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _graded_ahead(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every selected file's seeds are graded in the background, one sandbox per core, in the
+    tests' order: a file's last seeds would otherwise leave a core idle."""
+    jobs = [(file, seed) for file in selected_files(
+        request, "test_realworld_submission_gets_its_exact_codes_and_score_on_every_seed")
+        for seed in seeds_for(file.path.name)]
+    jobs += [(file, seed) for file in selected_files(
+        request, "test_corpus_submission_gets_the_same_codes_and_score_on_every_seed")
+        for seed in seeds_for_file(file)]
+    if not jobs:
+        yield
+        return
+    with graded_ahead(request.getfixturevalue("local_pipeline"), jobs):
+        yield
 
 
 def test_the_realworld_corpus_is_large_and_mixed() -> None:
