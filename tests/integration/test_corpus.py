@@ -28,14 +28,11 @@ from tests.integration.test_grade_local import assert_complete
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _graded_ahead(request: pytest.FixtureRequest) -> Iterator[None]:
+def _graded_ahead(request: pytest.FixtureRequest,
+                  local_pipeline: GradingPipeline) -> Iterator[None]:
     """The selected files are graded in the background, one sandbox per core."""
     files = selected_files(request, "test_corpus_submission_gets_its_exact_codes_and_score")
-    if not files:
-        yield
-        return
-    pipeline = request.getfixturevalue("local_pipeline")
-    with graded_ahead(pipeline, [(file, base_seed(file.path.name)) for file in files]):
+    with graded_ahead(local_pipeline, [(file, base_seed(file.path.name)) for file in files]):
         yield
 
 

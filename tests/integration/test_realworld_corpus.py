@@ -51,7 +51,8 @@ def _params(files: list[CorpusFile], *, unnamed: dict[str, str]) -> list[object]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _graded_ahead(request: pytest.FixtureRequest) -> Iterator[None]:
+def _graded_ahead(request: pytest.FixtureRequest,
+                  local_pipeline: GradingPipeline) -> Iterator[None]:
     """Every selected file's seeds are graded in the background, one sandbox per core, in the
     tests' order: a file's last seeds would otherwise leave a core idle."""
     jobs = [(file, seed) for file in selected_files(
@@ -60,10 +61,7 @@ def _graded_ahead(request: pytest.FixtureRequest) -> Iterator[None]:
     jobs += [(file, seed) for file in selected_files(
         request, "test_corpus_submission_gets_the_same_codes_and_score_on_every_seed")
         for seed in seeds_for_file(file)]
-    if not jobs:
-        yield
-        return
-    with graded_ahead(request.getfixturevalue("local_pipeline"), jobs):
+    with graded_ahead(local_pipeline, jobs):
         yield
 
 
