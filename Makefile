@@ -46,6 +46,7 @@ docker-engine:
 lint: $(STAMP)
 	$(BIN)/ruff check grader sandbox assignments service benchmarks tests
 	$(BIN)/mypy grader sandbox assignments service
+	for hidden in assignments/*/hidden; do $(BIN)/mypy "$$hidden"/*.py || exit 1; done
 
 check-assignments: $(STAMP)
 	$(BIN)/autograde assignments check attention
