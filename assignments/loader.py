@@ -49,6 +49,7 @@ def _build(spec: AssignmentSpec) -> Assignment:
             inputs=inputs,
             forbidden=spec.forbidden_apis,
             call_timeout=limits.call_seconds,
+            run_seconds=limits.run_seconds,
             memory_bytes=limits.memory_bytes,
         )
 

@@ -74,6 +74,9 @@ class ProbePlan:
     inputs: Mapping[str, torch.Tensor]
     forbidden: tuple[str, ...]
     call_timeout: float
+    """Each stage's budget in the runner (``Limits.call_seconds``)."""
+    run_seconds: float
+    """The whole run's budget in the runner (``Limits.run_seconds``)."""
     memory_bytes: int
     """Address space the runner allows itself before importing the submission."""
 
@@ -88,6 +91,7 @@ class ProbePlan:
         document = {
             "entry": self.entry,
             "call_timeout": self.call_timeout,
+            "run_seconds": self.run_seconds,
             "memory_bytes": self.memory_bytes,
             "forbidden": list(self.forbidden),
             "calls": [dict(call.spec, id=call.id) for call in self.calls],

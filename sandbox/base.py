@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from sandbox.wire import WALL_SLACK
+
 # The runner's file, by path: importing it here would load torch into every process that only
 # wants these types (the runner imports torch at the top, for the sandboxed process).
 RUNNER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe_runner.py")
@@ -32,16 +34,24 @@ class Limits:
     result_bytes: int = 32 << 20
     """Everything the runner hands back (events and tensors) together."""
     call_seconds: float = 5.0
-    """Budget of one probe call (and of the import of the submission)."""
-    wall_seconds: float = 20.0
-    """Wall-clock deadline of the whole run, enforced on the process or container itself."""
+    """Budget of each stage of a probe call (and of the import of the submission), in CPU
+    seconds of the submission's process, ended at ``WALL_SLACK`` times itself of wall clock."""
+    run_seconds: float = 20.0
+    """Budget of the whole run, counted like ``call_seconds`` by the runner's supervisor; the
+    host ends the run at ``deadline_seconds`` of wall clock whatever the runner does."""
     open_files: int = 256
     file_size_bytes: int = 64 << 20
 
     @property
+    def deadline_seconds(self) -> float:
+        """The host's wall-clock deadline of a run: the last line behind the runner's budgets
+        (a busy machine stretches a run's wall-clock time, never its CPU count)."""
+        return self.run_seconds * WALL_SLACK
+
+    @property
     def cpu_seconds(self) -> int:
-        """CPU time of the whole run: a backstop behind the wall-clock deadline."""
-        return int(self.wall_seconds * max(self.cpus, 1.0)) + 5
+        """CPU time of each process of a run (``RLIMIT_CPU``): a backstop behind the runner."""
+        return int(self.run_seconds * max(self.cpus, 1.0)) + 5
 
     def replace(self, overrides: Mapping[str, float | int]) -> Limits:
         """These limits with some fields overridden (unknown names are an error)."""
@@ -64,7 +74,7 @@ class Termination(enum.Enum):
     EXITED = "exited"
     """The process ended by itself (whatever its exit status)."""
     TIME_LIMIT = "time-limit"
-    """The wall-clock deadline was reached and the run was killed."""
+    """The host's wall-clock deadline was reached and the run was killed."""
     MEMORY_LIMIT = "memory-limit"
     """The memory limit was reached (OOM kill, or an allocation refused at the limit)."""
     OUTPUT_LIMIT = "output-limit"

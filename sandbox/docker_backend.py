@@ -201,7 +201,7 @@ class DockerBackend:
                 self._spec,
                 limits,
                 label=job.label,
-                lifetime_seconds=limits.wall_seconds + COLD_START_GRACE_SECONDS,
+                lifetime_seconds=limits.deadline_seconds + COLD_START_GRACE_SECONDS,
             )
             wait_until_ready(sandbox, COLD_START_GRACE_SECONDS)
             return sandbox.run(job)

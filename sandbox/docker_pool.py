@@ -134,7 +134,7 @@ class WarmPool:
     @staticmethod
     def _usable(sandbox: SandboxContainer, limits: Limits) -> bool:
         runner_alive = not sandbox.output.closed.is_set()
-        room = sandbox.deadline - time.time() - limits.wall_seconds
+        room = sandbox.deadline - time.time() - limits.deadline_seconds
         return runner_alive and room > DEADLINE_MARGIN_SECONDS
 
     def retire_expired(self) -> None:

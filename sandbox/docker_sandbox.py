@@ -285,7 +285,7 @@ class SandboxContainer:
         started = time.monotonic()
         since = time.time()
         self._hand_over(job)
-        deadline = started + self.limits.wall_seconds
+        deadline = started + self.limits.deadline_seconds
         termination = Termination.EXITED
         exit_code: int | None = None
         while True:

@@ -296,7 +296,7 @@ class ForkServer(SandboxContainer):
 
     def usable(self, limits: Limits, margin_seconds: float) -> bool:
         """Whether the next job with ``limits`` may run here (alive, in time, uids left)."""
-        room = self.deadline - time.time() - limits.wall_seconds
+        room = self.deadline - time.time() - limits.deadline_seconds
         return (not self.broken and not self.frames.closed.is_set() and limits == self.limits
                 and room > margin_seconds and self._next_job < MAX_JOBS_PER_CONTAINER)
 
@@ -320,7 +320,7 @@ class ForkServer(SandboxContainer):
         write_job(staging, job)
         staging.chmod(0o755)
         os.rename(staging, self.job_dir / str(number))  # all of it at once
-        deadline = started + self.limits.wall_seconds
+        deadline = started + self.limits.deadline_seconds
         termination = Termination.EXITED
         while not self.frames.job_done.wait(_POLL_SECONDS):
             if self.frames.closed.is_set():

@@ -85,7 +85,7 @@ class LocalBackend:
         while process.poll() is None:
             now = time.monotonic()
             if deadline is None and channel.started.is_set():
-                deadline = now + limits.wall_seconds
+                deadline = now + limits.deadline_seconds
             if deadline is not None and now > deadline:
                 termination = Termination.TIME_LIMIT
                 break

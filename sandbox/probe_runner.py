@@ -81,20 +81,23 @@ INPUTS_FILE: str = _WIRE.INPUTS_FILE
 SUBMISSION_DIR: str = _WIRE.SUBMISSION_DIR
 EVENTS_FILE: str = _WIRE.EVENTS_FILE
 TENSORS_DIR: str = _WIRE.TENSORS_DIR
+WALL_SLACK: float = _WIRE.WALL_SLACK
 
 MAX_MESSAGE_CHARS = 2000
 MAX_RETURNED_DEPTH = 2  # (output, cache) with the cache's own items
 MAX_TRACEBACK_FRAMES = 12
-# Grace after a call's budget before the supervisor ends the child: the soft limit (SIGALRM
-# in the child) lets the runner carry on with the next call, the hard one does not need the
-# student's cooperation.
+# Grace after a call's budget before the supervisor ends the child: the soft limit (the
+# child's own timers) lets the runner carry on with the next call, the hard one does not need
+# the student's cooperation.
 WATCHDOG_GRACE_SECONDS = 1.0
+# How often the supervisor reads the child's CPU clock while it waits for a report.
+_CPU_POLL_SECONDS = 0.05
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
 class CallTimeout(BaseException):
-    """Raised by SIGALRM inside a call that overran its budget.
+    """Raised by SIGPROF or SIGALRM inside a call that overran its budget (CPU or wall clock).
 
     A BaseException so that a student's ``except Exception`` does not swallow it.
     """
@@ -728,7 +731,7 @@ TENSOR_FILE_LIMIT = 256 << 20
 MAX_INTEGRITY_FLAGS = 32
 _PR_SET_DUMPABLE = 4
 _SUPERVISOR_IGNORES = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1,
-                       signal.SIGUSR2, signal.SIGALRM, signal.SIGPIPE)
+                       signal.SIGUSR2, signal.SIGALRM, signal.SIGPROF, signal.SIGPIPE)
 
 
 class _Channel:
@@ -882,6 +885,62 @@ def _stage_count(call: Mapping[str, Any]) -> int:
     return 2 if "backward" in call else 1
 
 
+class _ChildClock:
+    """The child's CPU time, read from outside it: what its budgets count.
+
+    Waiting for a core on a busy machine does not advance it, so a loaded host never costs the
+    student; steal time on a virtual machine does not either. Where the clock cannot be read
+    (a kernel without per-process CPU clocks) the wall clock stands in, as budgets were.
+    """
+
+    def __init__(self, pid: int) -> None:
+        self._clock = _process_cpu_clock(pid)
+        self._last = 0.0
+
+    def seconds(self) -> float:
+        """CPU seconds the child has used (its last reading once it is gone)."""
+        if self._clock is None:
+            return time.monotonic()
+        with contextlib.suppress(OSError):  # the child ended: its last reading stands
+            self._last = time.clock_gettime(self._clock)
+        return self._last
+
+
+def _process_cpu_clock(pid: int) -> int | None:
+    """The clock id of a process's CPU time (``clock_getcpuclockid``), if it can be read."""
+    clock = ctypes.c_int()
+    try:
+        if ctypes.CDLL(None, use_errno=True).clock_getcpuclockid(pid, ctypes.byref(clock)):
+            return None
+        time.clock_gettime(clock.value)
+    except (OSError, AttributeError):
+        return None
+    return clock.value
+
+
+class _Allowance:
+    """A budget from now: CPU seconds of the child, with ``WALL_SLACK`` times as much wall
+    clock as the backstop for a child that sleeps or blocks."""
+
+    def __init__(self, clock: _ChildClock, cpu_until: float, wall_until: float) -> None:
+        self._clock = clock
+        self.cpu_until = cpu_until
+        self.wall_until = wall_until
+
+    @classmethod
+    def starting(cls, clock: _ChildClock, seconds: float) -> _Allowance:
+        return cls(clock, clock.seconds() + seconds, time.monotonic() + seconds * WALL_SLACK)
+
+    def sooner(self, other: _Allowance) -> _Allowance:
+        """The allowance that ends at whichever of the two limits comes first, on each clock."""
+        return _Allowance(self._clock, min(self.cpu_until, other.cpu_until),
+                          min(self.wall_until, other.wall_until))
+
+    def used_up(self) -> bool:
+        return (time.monotonic() >= self.wall_until
+                or self._clock.seconds() >= self.cpu_until)
+
+
 class _Supervisor:
     """Checks the child's reports against the plan and streams them to the host."""
 
@@ -893,6 +952,7 @@ class _Supervisor:
         self.sole_user = sole_user
         self.flags = _Flags()
         self.budget = float(plan["call_timeout"])
+        self.run_budget = float(plan["run_seconds"])
         self.pinned: set[str] = set()
 
     def run(self, child: _Child) -> int:
@@ -925,18 +985,23 @@ class _Supervisor:
     def _follow(self, child: _Child) -> tuple[bool, str | None]:
         """Forward the reports in the plan's order until the child ends or overruns.
 
-        Returns whether it overran its budget, and in which call (None: in the import).
+        Returns whether it overran a budget (its call's or the run's), and in which call (None:
+        in the import).
         """
-        event = self._expect(child, "import", None, self.budget + WATCHDOG_GRACE_SECONDS)
+        clock = _ChildClock(child.pid)
+        run = _Allowance.starting(clock, self.run_budget)
+        event = self._expect(child, "import", None, run.sooner(
+            _Allowance.starting(clock, self.budget + WATCHDOG_GRACE_SECONDS)))
         if event is None:
             return not child.reports.closed, None
         self.channel.send(event)
         if event.get("status") != "ok":
             return False, None
         for call in self.plan["calls"]:
-            allowance = call_seconds(call, self.budget) * _stage_count(call) + (
+            seconds = call_seconds(call, self.budget) * _stage_count(call) + (
                 WATCHDOG_GRACE_SECONDS)
-            record = self._expect(child, "call", call["id"], allowance)
+            record = self._expect(child, "call", call["id"],
+                                  run.sooner(_Allowance.starting(clock, seconds)))
             if record is None:
                 return not child.reports.closed, call["id"]
             self._pin_tensors(record)
@@ -944,17 +1009,19 @@ class _Supervisor:
         return False, None
 
     def _expect(self, child: _Child, kind: str, call_id: str | None,
-                seconds: float) -> dict[str, Any] | None:
-        """The child's next report of ``kind`` (for ``call_id``) within ``seconds``.
+                allowance: _Allowance) -> dict[str, Any] | None:
+        """The child's next report of ``kind`` (for ``call_id``) within ``allowance``.
 
         Anything else the child sends meanwhile is not what the runner sends: it is dropped
         and flagged, and the first report that fits is the one kept.
         """
-        deadline = time.monotonic() + seconds
         while True:
-            line = child.reports.next_line(deadline)
+            line = child.reports.next_line(
+                min(allowance.wall_until, time.monotonic() + _CPU_POLL_SECONDS))
             if line is None:
-                return None
+                if child.reports.closed or allowance.used_up():
+                    return None
+                continue
             try:
                 event = json.loads(line)
             except (ValueError, RecursionError):
@@ -1130,17 +1197,25 @@ class _Report:
             line = line[os.write(self._fd, line):]
 
 
+_BUDGET_SIGNALS = (signal.SIGPROF, signal.SIGALRM)
+"""The signals of a stage's budget in the child: CPU time, then the wall-clock backstop."""
+
+
 class _CallBudget:
-    """The soft per-call limit inside the child: SIGALRM at the budget.
+    """The soft per-stage limit inside the child: SIGPROF when the process has used the budget
+    in CPU time, SIGALRM at ``WALL_SLACK`` times it on the wall clock (a stage that sleeps).
 
     The hard limit is the supervisor's. A timer cancelled or a timeout swallowed inside a
     call is noticed here and flagged.
     """
 
+    _TIMERS = ((signal.ITIMER_PROF, 1.0), (signal.ITIMER_REAL, WALL_SLACK))
+
     def __init__(self, seconds: float, integrity: _Integrity) -> None:
         self._seconds = seconds
         self._integrity = integrity
-        signal.signal(signal.SIGALRM, self._alarm)
+        for number in _BUDGET_SIGNALS:
+            signal.signal(number, self._alarm)
 
     @staticmethod
     def _alarm(signum: int, frame: object) -> None:
@@ -1153,14 +1228,15 @@ class _CallBudget:
 
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:
-        signal.setitimer(signal.ITIMER_REAL, self._seconds)
+        for timer, scale in self._TIMERS:
+            signal.setitimer(timer, self._seconds * scale)
         finished = False
         try:
             yield
             finished = True
         finally:
-            left, _ = signal.setitimer(signal.ITIMER_REAL, 0)
-            if finished and left == 0:
+            left = [signal.setitimer(timer, 0)[0] for timer, _ in self._TIMERS]
+            if finished and 0 in left:
                 self._integrity.flag("timer-changed", "the call's timer was cancelled, or its "
                                      "time-out swallowed, inside the call")
 
@@ -1189,10 +1265,14 @@ class _Integrity:
         self._where = "import"
         self._traps = {dotted: _resolve(dotted) for dotted in forbidden}
         self._runner = self._runner_parts()
-        self._alarm = signal.getsignal(signal.SIGALRM)
+        self._alarms = self._budget_handlers()
+
+    @staticmethod
+    def _budget_handlers() -> dict[signal.Signals, Any]:
+        return {number: signal.getsignal(number) for number in _BUDGET_SIGNALS}
 
     def install(self) -> None:
-        self._alarm = signal.getsignal(signal.SIGALRM)
+        self._alarms = self._budget_handlers()
         sys.addaudithook(self._audit)
 
     def at(self, where: str) -> None:
@@ -1211,10 +1291,12 @@ class _Integrity:
         for label, (owner, attribute, original) in self._runner.items():
             if getattr(owner, attribute, None) is not original:
                 self.flag("runner-patched", f"{label} was replaced")
-        if signal.getsignal(signal.SIGALRM) is not self._alarm:
-            self.flag("signals-changed", "the SIGALRM handler was replaced")
-        if signal.SIGALRM in signal.pthread_sigmask(signal.SIG_BLOCK, []):
-            self.flag("signals-changed", "SIGALRM was blocked")
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        for number, handler in self._alarms.items():
+            if signal.getsignal(number) is not handler:
+                self.flag("signals-changed", f"the {number.name} handler was replaced")
+            if number in blocked:
+                self.flag("signals-changed", f"{number.name} was blocked")
         if sys.getprofile() is not None or sys.gettrace() is not None:
             self.flag("profile-hook", "a profile or trace function was installed")
         flags, self._flags = self._flags, []

@@ -18,3 +18,10 @@ STDERR_FRAME_PREFIX = b'{"event": "stderr", "data": "'
 """Printed output of the student's code travels on the supervisor's stream in such lines: no
 process of the student's holds a descriptor of the sandbox's own output streams, so none can
 keep them open past the run or write into them unframed."""
+
+WALL_SLACK = 3.0
+"""Time budgets (a call's, the whole run's) count the submission's CPU seconds, so that a busy
+machine, where the submission waits for a core, does not cost the student its score. A
+submission that sleeps or blocks uses no CPU: every budget also ends, whatever the CPU count
+says, at this many times itself on the wall clock. The host's own deadline of a run, the last
+line behind the runner's, is the run's budget times this."""

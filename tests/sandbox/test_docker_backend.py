@@ -25,12 +25,18 @@ from sandbox.docker_sandbox import (
     SandboxContainer,
 )
 from sandbox.local import LocalBackend
-from tests.sandbox.sandbox_jobs import ATTENTION, attention_call, events_of, make_job
+from tests.sandbox.sandbox_jobs import (
+    ATTENTION,
+    STOP_THE_SUPERVISOR,
+    attention_call,
+    events_of,
+    make_job,
+)
 
 pytestmark = pytest.mark.docker
 
 # Limits that differ from the warm pool's, so the run starts a cold container.
-COLD = Limits(wall_seconds=19.0)
+COLD = Limits(run_seconds=19.0)
 
 
 def _import_failure(result: RunResult) -> dict[str, Any]:
@@ -171,17 +177,31 @@ def test_a_normal_job_returns_what_the_local_backend_returns(
         assert all(torch.equal(ours[key], theirs[key]) for key in ours)
 
 
-def test_the_wall_clock_deadline_ends_the_run_and_keeps_finished_calls(
+def test_the_run_budget_ends_a_spinning_run_and_keeps_finished_calls(
     docker_backend: DockerBackend,
 ) -> None:
     source = ATTENTION + "\ndef spin(*args):\n    while True:\n        pass\n"
-    job = make_job(
-        source, calls=[attention_call("fast"), attention_call("slow", "spin")], call_timeout=60
-    )
+    job = make_job(source, calls=[attention_call("fast"), attention_call("slow", "spin")],
+                   call_timeout=60, run_seconds=3)
+    result = docker_backend.run(job, Limits(run_seconds=3))
+    assert (result.termination, result.exit_code) == (Termination.EXITED, 124)
+    events = events_of(result.events)
+    assert [(e["event"], e.get("id", e.get("call"))) for e in events
+            if e["event"] in {"call", "watchdog"}] == [("call", "fast"), ("watchdog", "slow")]
+    assert result.tensor_files
+
+
+def test_the_wall_clock_deadline_ends_a_run_whose_supervisor_was_stopped(
+    docker_backend: DockerBackend,
+) -> None:
+    source = ATTENTION + STOP_THE_SUPERVISOR
+    job = make_job(source, calls=[attention_call("fast"), attention_call("slow", "stop")],
+                   run_seconds=2)
+    limits = Limits(run_seconds=2)
     # A cold run: the deadline covers starting the interpreter and importing torch too.
-    result = docker_backend.run(job, Limits(wall_seconds=8))
+    result = docker_backend.run(job, limits)
     assert result.termination is Termination.TIME_LIMIT
-    assert 8 <= result.wall_seconds < 10
+    assert limits.deadline_seconds <= result.wall_seconds < limits.deadline_seconds + 2
     calls = [e for e in events_of(result.events) if e["event"] == "call"]
     assert [(c["id"], c["status"]) for c in calls] == [("fast", "ok")]
     assert result.tensor_files
@@ -334,12 +354,12 @@ def test_no_container_volume_or_directory_is_left_behind(
     make_backend: Callable[..., DockerBackend], docker_client: docker.DockerClient
 ) -> None:
     backend = make_backend(pool_size=1)
-    spin = "while True:\n    pass\n"
     flood = "while True:\n    print('x' * 10000)\n"
     outcomes = [
         backend.run(make_job(), Limits()).termination,
         backend.run(make_job(), COLD).termination,
-        backend.run(make_job(spin), Limits(wall_seconds=2)).termination,
+        backend.run(make_job(STOP_THE_SUPERVISOR + "stop()\n", run_seconds=2),
+                    Limits(run_seconds=2)).termination,
         backend.run(make_job(flood), Limits(flood_output_bytes=1 << 20)).termination,
         backend.run(make_job("import os\nos.kill(1, 15)\n"), Limits()).termination,
     ]

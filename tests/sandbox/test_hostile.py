@@ -38,7 +38,7 @@ CORRECT = TESTS / "corpus" / "attention" / "correct_matmul.py"
 MARKERS = Path("/tmp/autograde-hostile-markers")
 PICKLE_MARKER = "pickle"
 SEED = 20240611
-SHORT_LIMITS = {"call_seconds": 1.5, "wall_seconds": 10.0}
+SHORT_LIMITS = {"call_seconds": 1.5, "run_seconds": 10.0}
 DOCKER_POOL_SIZE = 2
 
 
@@ -103,14 +103,15 @@ def markers() -> Iterator[Path]:
 
 
 def _with_short_limits(assignment: Assignment) -> Assignment:
-    """The assignment with quick time limits (the call budget travels in the plan)."""
+    """The assignment with quick time limits (the budgets travel in the plan)."""
     limits = assignment.limits.replace(SHORT_LIMITS)
     build_plan = assignment.build_plan
     return dataclasses.replace(
         assignment,
         limits=limits,
         build_plan=lambda seed: dataclasses.replace(build_plan(seed),
-                                                    call_timeout=limits.call_seconds),
+                                                    call_timeout=limits.call_seconds,
+                                                    run_seconds=limits.run_seconds),
     )
 
 

@@ -1,12 +1,27 @@
-"""The runner's supervisor against its child: reports in order and once, the budget its own."""
+"""The runner's supervisor against its child: reports in order and once, the budgets its own
+(counted in CPU time, with the wall clock as their backstop)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
-from sandbox.base import Limits, Termination
+from sandbox.base import Limits, RunResult, Termination
 from sandbox.local import LocalBackend
-from tests.sandbox.sandbox_jobs import ATTENTION, attention_call, events_of, make_job
+from sandbox.wire import WALL_SLACK
+from tests.sandbox.sandbox_jobs import (
+    ATTENTION,
+    STOP_THE_SUPERVISOR,
+    attention_call,
+    events_of,
+    make_job,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -45,8 +60,10 @@ STUBBORN = ATTENTION + '''
 import signal
 
 def hang(*args):
-    signal.signal(signal.SIGALRM, signal.SIG_IGN)
-    signal.setitimer(signal.ITIMER_REAL, 0)
+    for number, timer in ((signal.SIGALRM, signal.ITIMER_REAL),
+                          (signal.SIGPROF, signal.ITIMER_PROF)):
+        signal.signal(number, signal.SIG_IGN)
+        signal.setitimer(timer, 0)
     while True:
         try:
             pass
@@ -59,10 +76,100 @@ def test_the_supervisor_ends_a_call_whose_timer_the_student_disarmed() -> None:
     job = make_job(STUBBORN, call_timeout=1,
                    calls=[attention_call("fast"), attention_call("stuck", "hang"),
                           attention_call("never")])
-    result = LocalBackend().run(job, Limits(wall_seconds=60))
+    result = LocalBackend().run(job, Limits(run_seconds=60))
     assert result.termination is Termination.EXITED
     assert result.exit_code == 124
     events = events_of(result.events)
     assert [(e["event"], e.get("id", e.get("call"))) for e in events
             if e["event"] in {"call", "watchdog"}] == [("call", "fast"), ("watchdog", "stuck")]
     assert result.wall_seconds < 30
+
+
+# Budgets count the submission's CPU time, with WALL_SLACK times as much wall clock as their
+# backstop: a busy machine must not cost a correct submission its score, and a sleeping or
+# blocked one must still end.
+
+BUSY = ATTENTION + '''
+import time
+
+def busy(*args):
+    """Uses 0.6 s of CPU, whatever the wall clock says, then answers like attention."""
+    started = time.process_time()
+    while time.process_time() - started < 0.6:
+        pass
+    return attention(*args)
+
+def sleepy(*args):
+    time.sleep(1000)
+
+def spin(*args):
+    while True:
+        pass
+'''
+
+
+@contextlib.contextmanager
+def one_busy_core(hogs: int = 2) -> Iterator[None]:
+    """This process (and what it starts) confined to one core, shared with ``hogs`` busy
+    processes, each in a session (a scheduling group) of its own: a run started inside gets a
+    third of a core."""
+    core = min(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+    pinned = {"preexec_fn": lambda: os.sched_setaffinity(0, {core}), "start_new_session": True}
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"], **pinned)  # type: ignore[call-overload]
+            for _ in range(hogs)]
+    os.sched_setaffinity(0, {core})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+        for process in busy:
+            process.kill()
+            process.wait()
+
+
+def _calls(result: RunResult) -> dict[str, dict[str, Any]]:
+    return {e["id"]: e for e in events_of(result.events) if e["event"] == "call"}
+
+
+def test_a_call_slowed_by_a_busy_core_keeps_its_whole_cpu_budget() -> None:
+    job = make_job(BUSY, call_timeout=1.0, calls=[attention_call("busy", "busy")])
+    with one_busy_core():
+        result = LocalBackend().run(job, Limits(call_seconds=1.0))
+    call = _calls(result)["busy"]
+    assert call["status"] == "ok", call
+    # The control: on the wall clock the call did overrun its budget (a budget counted there
+    # would have ended it).
+    assert call["stages"][0]["seconds"] > 1.0
+
+
+def test_a_call_that_sleeps_ends_at_its_wall_clock_backstop_and_the_run_goes_on() -> None:
+    job = make_job(BUSY, call_timeout=0.5,
+                   calls=[attention_call("sleepy", "sleepy"), attention_call("after")])
+    result = LocalBackend().run(job, Limits(call_seconds=0.5))
+    calls = _calls(result)
+    assert calls["sleepy"]["status"] == "timeout"
+    assert 0.5 * WALL_SLACK <= calls["sleepy"]["stages"][0]["seconds"] < 0.5 * WALL_SLACK + 1.0
+    assert calls["after"]["status"] == "ok"
+
+
+def test_the_run_budget_counts_cpu_and_ends_the_run_in_the_call_that_spends_it() -> None:
+    job = make_job(BUSY, call_timeout=60, run_seconds=1.5,
+                   calls=[attention_call("fast"), attention_call("spin", "spin"),
+                          attention_call("never")])
+    result = LocalBackend().run(job, Limits(run_seconds=1.5))
+    assert (result.termination, result.exit_code) == (Termination.EXITED, 124)
+    events = events_of(result.events)
+    assert [(e["event"], e.get("id", e.get("call"))) for e in events
+            if e["event"] in {"call", "watchdog"}] == [("call", "fast"), ("watchdog", "spin")]
+    assert result.wall_seconds < 1.5 * WALL_SLACK
+
+
+def test_the_host_ends_a_run_whose_supervisor_was_stopped_at_its_wall_clock_deadline() -> None:
+    job = make_job(ATTENTION + STOP_THE_SUPERVISOR, run_seconds=1.0,
+                   calls=[attention_call("fast"), attention_call("stop", "stop")])
+    limits = Limits(run_seconds=1.0)
+    result = LocalBackend().run(job, limits)
+    assert result.termination is Termination.TIME_LIMIT
+    assert limits.deadline_seconds <= result.wall_seconds < limits.deadline_seconds + 5
+    assert list(_calls(result)) == ["fast"]

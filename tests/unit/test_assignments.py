@@ -42,7 +42,8 @@ def test_public_files_hold_nothing_hidden(slug: str) -> None:
 def test_the_runner_plan_carries_calls_and_inputs_only(mha: Assignment) -> None:
     plan = mha.build_plan(3)
     document = json.loads(plan.runner_json())
-    assert set(document) == {"entry", "call_timeout", "memory_bytes", "forbidden", "calls"}
+    assert set(document) == {"entry", "call_timeout", "run_seconds", "memory_bytes", "forbidden",
+                             "calls"}
     text = json.dumps(document)
     for hidden_word in ("describe", "group", "meta", "mistake", "reference", "expected"):
         assert hidden_word not in text

@@ -1,10 +1,11 @@
-"""Correct attention; ignores SIGTERM/SIGINT/SIGHUP/SIGALRM and hangs, swallowing everything, on grad-masked."""
+"""Correct attention; ignores SIGTERM/SIGINT/SIGHUP/SIGALRM/SIGPROF and hangs, swallowing everything, on grad-masked."""
 import math
 import signal
 
 import torch
 
-for _name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGALRM", "SIGXCPU", "SIGUSR1", "SIGQUIT"):
+for _name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGALRM", "SIGPROF", "SIGXCPU", "SIGUSR1",
+              "SIGQUIT"):
     try:
         signal.signal(getattr(signal, _name), signal.SIG_IGN)
     except (OSError, ValueError, AttributeError):
@@ -17,6 +18,7 @@ def attention(q, k, v, allowed):
             try:
                 while True:
                     signal.setitimer(signal.ITIMER_REAL, 0)
+                    signal.setitimer(signal.ITIMER_PROF, 0)
             except BaseException:
                 pass
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
