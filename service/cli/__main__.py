@@ -1,7 +1,5 @@
 """``python -m service.cli``: the ``autograde`` command."""
 
-import sys
+from service.cli.parser import entry_point
 
-from service.cli.parser import main
-
-sys.exit(main())
+entry_point()
