@@ -42,6 +42,8 @@ class RunFacts:
     seed: int
     backend: str
     termination: str
+    isolation: str = ""
+    """The backend's own words for how the run was isolated (``SandboxBackend.isolation``)."""
     sandbox_seconds: float = 0.0
     stdout: str = ""
     stderr: str = ""
@@ -92,6 +94,7 @@ def build_document(
             "assignment_version": assignment.version,
             "seed": facts.seed,
             "backend": facts.backend,
+            "isolation": facts.isolation,
             "termination": facts.termination,
             "sandbox_seconds": round(facts.sandbox_seconds, 3),
             "phases": {name: round(seconds, 4) for name, seconds in facts.phases.items()},

@@ -58,7 +58,8 @@ class GradingPipeline:
         document cites cells (``grader/notebook.py``)."""
         started = time.perf_counter()
         seed = secrets.randbits(31) if seed is None else seed
-        facts = RunFacts(seed=seed, backend=self.backend.name, termination="not-run")
+        facts = RunFacts(seed=seed, backend=self.backend.name, termination="not-run",
+                         isolation=self.backend.isolation)
         try:
             files, notebook = assemble_files(files, assignment.entry)
         except NotebookError as error:
@@ -105,6 +106,7 @@ class GradingPipeline:
         run = _explain_missing_names(run, plan, files, assignment)
         phases.update({f"sandbox.{name}": seconds for name, seconds in run.timings.items()})
         facts = RunFacts(seed=seed, backend=self.backend.name,
+                         isolation=self.backend.isolation,
                          termination=result.termination.value,
                          sandbox_seconds=result.wall_seconds, stdout=run.stdout,
                          stderr=run.stderr, output_truncated=run.output_truncated, phases=phases,

@@ -120,6 +120,9 @@ class SandboxBackend(Protocol):
     """Runs the probe runner on a job with limits; never raises for anything the student did."""
 
     name: str
+    isolation: str
+    """How a run is isolated (for a Docker backend its mode and runtime), recorded in every
+    results document for the instructor: a grade can be traced to the sandbox that ran it."""
 
     def run(self, job: Job, limits: Limits) -> RunResult: ...
 

@@ -98,6 +98,7 @@ class DockerBackend:
                                      f"(one of {', '.join(MODES)})")
         self._client = client
         self._settings = settings
+        self.isolation = f"{settings.mode} mode, {settings.runtime or 'default'} runtime"
         settings.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._spec = ContainerSpec(
             image=settings.image,

@@ -34,6 +34,7 @@ class LocalBackend:
     """Runs each job in a fresh limited child process of this interpreter."""
 
     name = "local"
+    isolation = "a child process (not a security boundary)"
 
     def __init__(self, *, python: str = sys.executable) -> None:
         self._python = python

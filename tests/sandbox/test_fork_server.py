@@ -32,6 +32,7 @@ class _Recording:
     def __init__(self, backend: SandboxBackend) -> None:
         self._backend = backend
         self.name = backend.name
+        self.isolation = backend.isolation
         self.details: list[str] = []
 
     def run(self, job: Job, limits: Limits) -> RunResult:

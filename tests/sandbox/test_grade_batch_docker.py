@@ -3,6 +3,7 @@ judged as the corpus manifest says."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -36,6 +37,7 @@ def test_submissions_graded_at_once_share_the_warm_pool(docker_backend: DockerBa
     for outcome in outcomes[:3]:
         assert outcome.document is not None, outcome.error
         assert outcome.document["autograde"]["backend"] == "docker"
+        assert outcome.document["autograde"]["isolation"] == "container mode, default runtime"
         expected = manifest[outcome.entry.name]
         assert [d["code"] for d in outcome.document["diagnoses"]] == expected["codes"]
         assert outcome.document["score"] == expected["score"]
@@ -45,18 +47,23 @@ def test_submissions_graded_at_once_share_the_warm_pool(docker_backend: DockerBa
 def test_a_folder_graded_in_the_fork_server_mode_is_judged_as_the_manifest_says(
         tmp_path: Path) -> None:
     manifest = tomllib.loads((CORPUS / "attention" / "manifest.toml").read_text())["files"]
+    folder, out = tmp_path / "submissions", tmp_path / "out"
+    folder.mkdir()
     for name in NAMES:
-        (tmp_path / name).write_bytes((CORPUS / "attention" / name).read_bytes())
+        (folder / name).write_bytes((CORPUS / "attention" / name).read_bytes())
     done = subprocess.run(
         [sys.executable, "-m", "service.cli", "grade", "--assignment", "attention",
-         str(tmp_path), "--backend", "docker", "--fork-server", "--seed", "5", "--jobs", "2"],
+         str(folder), "--backend", "docker", "--fork-server", "--seed", "5", "--jobs", "2",
+         "--out", str(out)],
         capture_output=True, text=True, timeout=600, cwd=REPO,
         env={**os.environ, "COLUMNS": "120"})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    assert "at once on the docker sandbox's fork-server mode." in done.stdout
+    assert "at once on the docker sandbox's fork-server mode;" in done.stdout
     for name in NAMES:
         line = next(line for line in done.stdout.splitlines() if name in line)
         expected = manifest[name]
         assert f"{expected['score']:g} / 11" in line, line
         assert (expected["codes"][0] if expected["codes"] else "none") in line, line
+        document = json.loads((out / name.removesuffix(".py")).with_suffix(".json").read_text())
+        assert document["autograde"]["isolation"] == "fork-server mode, default runtime"

@@ -255,6 +255,7 @@ class _ForkServersByLimits:
     """Fork-server backends for the suite's two sets of limits (each pool serves one set)."""
 
     name = "docker"
+    isolation = "fork-server mode, default runtime"
 
     def __init__(self, backends: list[Any]) -> None:
         self.backends = {backend.fork_servers.limits: backend for backend in backends}

@@ -34,6 +34,7 @@ class _CannedSandbox:
     """A sandbox that hands back the given bytes, as a hostile runner would."""
 
     name = "canned"
+    isolation = "none: canned bytes"
 
     def __init__(self, result: RunResult) -> None:
         self.result = result
