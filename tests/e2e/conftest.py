@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -29,7 +30,11 @@ from service.models import CourseAssignment, CourseRole, Role, utcnow
 from tests.servicekit import PASSWORD, Stack, free_port
 
 REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = REPO / "docs" / "screenshots"
+# The README shows the screenshots in docs/screenshots: a test run refreshes them there only
+# when asked (AUTOGRADE_UPDATE_SCREENSHOTS=1, as AUTOGRADE_UPDATE_GOLDEN for the goldens), and
+# otherwise leaves the work tree as it was.
+SCREENSHOTS = (REPO / "docs" / "screenshots" if os.environ.get("AUTOGRADE_UPDATE_SCREENSHOTS")
+               else Path(tempfile.gettempdir()) / "autograde-screenshots")
 CHROMIUM = os.environ.get("AUTOGRADE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
