@@ -889,7 +889,8 @@ class _ChildClock:
     """The child's CPU time, read from outside it: what its budgets count.
 
     Waiting for a core on a busy machine does not advance it, so a loaded host never costs the
-    student; steal time on a virtual machine does not either. Where the clock cannot be read
+    student; nor does a virtual machine's steal time, where the kernel accounts for it
+    (``CONFIG_PARAVIRT_TIME_ACCOUNTING``, as on these machines). Where the clock cannot be read
     (a kernel without per-process CPU clocks) the wall clock stands in, as budgets were.
     """
 
