@@ -62,6 +62,10 @@ class MistakeSearch:
         self._crashing = frozenset(m.id for m in mistakes if m.crashes)
         # Calls whose reference returned values (it did not reject the input).
         self._value_calls = [c.id for c in plan.calls if not _reference_rejects(reference[c.id])]
+        # The student's crashes on inputs the contract accepts (type and message): where one of
+        # these is also what a rejected input got, it is the code crashing, not a rejection.
+        self._crashes_on_accepted = {crash[1:] for c in self._value_calls if c in student
+                                     if (crash := _first_crash(student[c])) is not None}
         self._outcomes: dict[tuple[Hypothesis, str], CallOutcome] = {}
         self._forms_found: dict[tuple[Hypothesis, str], Hypothesis | None] = {}
         self._moved: dict[tuple[str, str], bool] = {}
@@ -119,7 +123,11 @@ class MistakeSearch:
         if self._matches_reference(call_id):
             return False
         if _reference_rejects(self._reference[call_id]):
-            return True  # anything but ValueError there is the evidence itself
+            # Anything but ValueError there is the evidence itself, unless it is the crash the
+            # code also has where the contract accepts the input (a constructor that always
+            # raises did not forget the validation).
+            crash = _first_crash(self._student[call_id])
+            return crash is None or crash[1:] not in self._crashes_on_accepted
         return not any(f.raised is not None and not f.raised.value_error
                        for f in self._student[call_id].forwards)
 
