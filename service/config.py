@@ -34,12 +34,15 @@ DEFAULTS: dict[str, Any] = {
     # Per student and assignment, unless the assignment sets its own.
     "RATE_LIMIT_COUNT": 10,
     "RATE_LIMIT_WINDOW_SECONDS": 3600,
-    # Grading runs. The task's limits sit above the sandbox's wall-clock deadline; the broker's
-    # visibility timeout above the task's hard limit, so a running task is never redelivered.
-    "TASK_SOFT_TIME_LIMIT": 90,
-    "TASK_TIME_LIMIT": 120,
+    # Grading runs. The task's limits sit well above the sandbox's wall-clock deadline (three
+    # times the run's 20 CPU-s: 60 s) and a cold start on a loaded machine, so a submission
+    # that sleeps to its deadline gets its time-limit grade, never a failed task; the broker's
+    # visibility timeout and the claim's lease above the task's hard limit, so a running task
+    # is never redelivered or taken over.
+    "TASK_SOFT_TIME_LIMIT": 150,
+    "TASK_TIME_LIMIT": 180,
     "VISIBILITY_TIMEOUT": 600,
-    "LEASE_SECONDS": 150,
+    "LEASE_SECONDS": 210,
     "QUEUED_STALE_SECONDS": 900,
     # Gradings that failed on the submission itself before it is `failed` with a message.
     # Infrastructure interruptions (no sandbox, lost connections) never count; lost workers
