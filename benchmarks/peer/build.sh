@@ -32,6 +32,8 @@ rm -rf "$context"
 mkdir -p "$context/wheels"
 cp "$ROOT/benchmarks/peer/Dockerfile" "$context/"
 cp "$wheels"/*.whl "$context/wheels/"
-docker build --quiet --build-arg "SANDBOX_IMAGE=$SANDBOX_IMAGE" --tag "$IMAGE" "$context" >/dev/null
+# No network: the wheels are in the context (and the engine's bridge can be missing here).
+docker build --quiet --network none --build-arg "SANDBOX_IMAGE=$SANDBOX_IMAGE" --tag "$IMAGE" \
+    "$context" >/dev/null
 rm -rf "$context"
 echo "$IMAGE"
