@@ -73,8 +73,8 @@ def entry_point() -> NoReturn:
 
     A command that graded here has torch loaded, and the interpreter's teardown of it takes
     0.3-0.5 s after the report is out, a tenth of a one-off grading. Everything of ours is done
-    by then (the sandbox removed in the command's own ``finally``), so such a process ends at
-    once once its output and logs are flushed; any other command ends as usual.
+    by then (the sandbox removed in the command's own ``finally``), so such a process ends
+    as soon as its output and logs are flushed; any other command ends as usual.
     """
     status = main()
     if "torch" not in sys.modules:
