@@ -1206,20 +1206,30 @@ class _CallBudget:
     """The soft per-stage limit inside the child: SIGPROF when the process has used the budget
     in CPU time, SIGALRM at ``WALL_SLACK`` times it on the wall clock (a stage that sleeps).
 
+    A time-out never lands inside a library's import (torch imports sympy lazily, on the
+    first ``torch.broadcast_shapes`` say): one raised there would leave a half-made module in
+    ``sys.modules`` that fails every later call. It waits for the import to finish, a retry
+    every ``_IMPORT_RETRY_SECONDS``; the supervisor's hard limit still bounds the wait.
+
     The hard limit is the supervisor's. A timer cancelled or a timeout swallowed inside a
     call is noticed here and flagged.
     """
 
     _TIMERS = ((signal.ITIMER_PROF, 1.0), (signal.ITIMER_REAL, WALL_SLACK))
+    _IMPORT_RETRY_SECONDS = 0.02
 
-    def __init__(self, seconds: float, integrity: _Integrity) -> None:
+    def __init__(self, seconds: float, integrity: _Integrity, student_dir: str) -> None:
         self._seconds = seconds
         self._integrity = integrity
+        self._student_dir = os.path.join(student_dir, "")
         for number in _BUDGET_SIGNALS:
             signal.signal(number, self._alarm)
 
-    @staticmethod
-    def _alarm(signum: int, frame: object) -> None:
+    def _alarm(self, signum: int, frame: types.FrameType | None) -> None:
+        if _inside_library_import(frame, self._student_dir):
+            timer = signal.ITIMER_PROF if signum == signal.SIGPROF else signal.ITIMER_REAL
+            signal.setitimer(timer, self._IMPORT_RETRY_SECONDS)
+            return
         raise CallTimeout()
 
     def lasting(self, seconds: float) -> _CallBudget:
@@ -1240,6 +1250,26 @@ class _CallBudget:
             if finished and 0 in left:
                 self._integrity.flag("timer-changed", "the call's timer was cancelled, or its "
                                      "time-out swallowed, inside the call")
+
+
+def _inside_library_import(frame: types.FrameType | None, student_dir: str) -> bool:
+    """Whether ``frame`` runs inside the import of a module that is not the student's, with
+    none of the student's code in between.
+
+    Walking outward from where the signal landed: a frame of the student's files first means
+    the student's code is running (a loop at the top level of their module included); a
+    module's top level run by ``importlib`` first means a library is being imported.
+    """
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename.startswith(student_dir):
+            return False
+        caller = frame.f_back
+        if (code.co_name == "<module>" and caller is not None
+                and caller.f_code.co_filename.startswith("<frozen importlib")):
+            return True
+        frame = caller
+    return False
 
 
 class _Integrity:
@@ -1378,7 +1408,7 @@ def _child_main(report_fd: int, job: Mapping[str, Any]) -> None:
     trap.__enter__()  # type: ignore[no-untyped-call]  # for the life of the child: it ends by hard_exit
     # After the trap, so that the integrity snapshot holds the trap's wrappers.
     integrity = _Integrity(job["out_dir"], student_files, list(plan.get("forbidden", [])))
-    budget = _CallBudget(float(plan["call_timeout"]), integrity)
+    budget = _CallBudget(float(plan["call_timeout"]), integrity, job["submission_dir"])
     integrity.install()
 
     _limit_address_space(plan.get("memory_bytes"))
@@ -1425,11 +1455,11 @@ def _warm_up() -> None:
     q = torch.randn(2, 3, 4, 8, requires_grad=True)
     weights = torch.softmax(q @ q.transpose(-2, -1) / 8**0.5, dim=-1)
     out = weights @ q
-    # An explicit upstream gradient imports sympy (~0.6 s): the probes no longer take that path
-    # (``_backward_with``), but other paths of torch import it lazily, and a call's time-out
-    # landing inside that import leaves a half-made sympy that fails every later call. Imported
-    # here, before any student code runs.
-    out.backward(torch.ones_like(out))  # type: ignore[no-untyped-call]
+    # Not sympy (0.3-0.6 CPU-s in every warm container), which torch imports lazily on some
+    # paths (an explicit upstream gradient, ``torch.broadcast_shapes``): the probes avoid them,
+    # a student's call that takes one pays for it, and no time-out lands inside that import
+    # (``_CallBudget``).
+    _backward_with(out, torch.ones_like(out))
     torch.nn.functional.linear(q, torch.randn(8, 8), torch.randn(8)).sum()
 
 

@@ -153,6 +153,35 @@ def test_a_call_that_sleeps_ends_at_its_wall_clock_backstop_and_the_run_goes_on(
     assert calls["after"]["status"] == "ok"
 
 
+LATE_IMPORT = ATTENTION + '''
+import time
+
+def import_late(q, k, v, allowed):
+    """Spends nearly all its CPU budget, then makes torch import sympy, then spins."""
+    started = time.process_time()
+    while time.process_time() - started < 0.85:
+        pass
+    torch.broadcast_shapes(allowed.shape, (1, 1))  # torch's first call imports sympy: 0.3 CPU-s
+    while True:
+        pass
+
+def broadcasting(q, k, v, allowed):
+    torch.broadcast_shapes(allowed.shape, (1, 1))
+    return attention(q, k, v, allowed)
+'''
+
+
+def test_a_time_out_waits_for_a_library_import_to_finish_and_later_calls_can_use_it() -> None:
+    """The budget runs out inside torch's lazy import of sympy: raised there, the time-out would
+    leave a half-made sympy behind and the next call's ``broadcast_shapes`` would fail."""
+    job = make_job(LATE_IMPORT, call_timeout=1.0,
+                   calls=[attention_call("late", "import_late"),
+                          attention_call("after", "broadcasting")])
+    calls = _calls(LocalBackend().run(job, Limits(call_seconds=1.0)))
+    assert calls["late"]["status"] == "timeout", calls["late"]
+    assert calls["after"]["status"] == "ok", calls["after"]
+
+
 def test_the_run_budget_counts_cpu_and_ends_the_run_in_the_call_that_spends_it() -> None:
     job = make_job(BUSY, call_timeout=60, run_seconds=1.5,
                    calls=[attention_call("fast"), attention_call("spin", "spin"),
