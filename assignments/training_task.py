@@ -29,12 +29,18 @@ _SEED_SALT = 0x1EA2
 DEFAULT_TRAINING_SEEDS = 8
 
 
-def training_seed(config: Mapping[str, Any], seed: int) -> int:
-    """The training seed a grading seed picks: one of ``config["seeds"]``."""
+def training_seed_count(config: Mapping[str, Any]) -> int:
+    """How many training seeds the grading seeds share: ``config["seeds"]``."""
     count = int(config.get("seeds", DEFAULT_TRAINING_SEEDS))
     if count < 1:
         raise ValueError(f"[training] seeds must be at least 1, not {count}")
-    return seed % count
+    return count
+
+
+def training_seed(config: Mapping[str, Any], seed: int) -> int:
+    """The training seed a grading seed picks: one of ``config["seeds"]`` (grading seeds 0 to
+    count - 1 pick each once)."""
+    return seed % training_seed_count(config)
 
 
 def training_call(config: Mapping[str, Any], seed: int,

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from assignments import Assignment, ProbeCall, ProbePlan
+from assignments.training_task import training_seed_count
 from grader.compare import tensors_close
 from grader.diagnosis import Finding
 from grader.in_process import run_call_in_process
@@ -230,6 +231,18 @@ class ReferenceTrainings:
                 self._outcomes.move_to_end(key)
                 found[call.id] = self._outcomes[key]
         return found
+
+
+    def prepare(self, assignment: Assignment) -> int:
+        """Train the reference on each of ``assignment``'s training seeds now rather than on
+        the first submissions that pick them; how many it trained. A grading worker does this
+        before it forks its processes, which then all find them (``service.tasks``)."""
+        if not assignment.training:
+            return 0
+        before = self.computed
+        for seed in range(training_seed_count(assignment.training)):  # seed s picks seed s
+            self.outcomes(assignment, assignment.build_plan(seed))
+        return self.computed - before
 
 
 REFERENCE_TRAININGS = ReferenceTrainings()

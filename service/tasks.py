@@ -14,13 +14,16 @@ import os
 import random
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from celery import Task, bootsteps, shared_task
 from flask import Flask, current_app
 
-from grader.pipeline import GradingPipeline
+from assignments.loader import AssignmentError, list_assignments, load_assignment
+from grader.learning import REFERENCE_TRAININGS
+from grader.pipeline import GradingPipeline, use_one_thread
 from sandbox import create_backend
 from sandbox.selection import choose_backend
 from service import extensions, outbox
@@ -206,6 +209,22 @@ def share_warm_pool(*, options: Mapping[str, Any], **_: Any) -> None:
     log.info("warm pool: %s container(s) per grading process, %s started at a time, "
              "%s process(es)", os.environ["AUTOGRADE_DOCKER_POOL_SIZE"],
              os.environ["AUTOGRADE_DOCKER_STARTERS"], processes)
+
+
+def prepare_reference_trainings(**_: Any) -> None:
+    """At worker start (``celeryd_init``, before the grading processes fork): the reference's
+    training on each training seed of every installed assignment, computed once here and
+    inherited by every grading process. Otherwise each process trained each seed again on the
+    first submissions that picked it: 16 trainings, 2.6 CPU-s, per process, in a deploy's
+    first rush. An assignment that cannot be loaded is left to its submissions' own errors."""
+    use_one_thread()  # before any torch work in the process the grading processes fork from
+    started, trained = time.perf_counter(), 0
+    for slug in list_assignments():
+        try:
+            trained += REFERENCE_TRAININGS.prepare(load_assignment(slug))
+        except AssignmentError as exc:
+            log.warning("reference trainings of %s not prepared: %s", slug, exc)
+    log.info("reference trainings: %d prepared in %.1f s", trained, time.perf_counter() - started)
 
 
 QUEUE_POLL_SECONDS = 0.1

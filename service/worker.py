@@ -6,7 +6,12 @@ from celery.signals import celeryd_init
 
 from service.app import create_app
 from service.extensions import celery as shared_celery
-from service.tasks import PollQueueOften, resend_on_connect, share_warm_pool
+from service.tasks import (
+    PollQueueOften,
+    prepare_reference_trainings,
+    resend_on_connect,
+    share_warm_pool,
+)
 
 # Not named ``app``: Celery's ``-A module`` looks for ``app`` before ``celery``.
 _flask = create_app()
@@ -14,3 +19,4 @@ celery = shared_celery.of(_flask)
 celery.steps["consumer"].add(resend_on_connect(_flask))
 celery.steps["consumer"].add(PollQueueOften)
 celeryd_init.connect(share_warm_pool, weak=False)
+celeryd_init.connect(prepare_reference_trainings, weak=False)

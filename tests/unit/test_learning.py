@@ -185,6 +185,18 @@ def test_the_reference_training_is_computed_once_per_training_seed() -> None:
     assert cache.computed == DEFAULT_TRAINING_SEEDS == 8
 
 
+def test_prepared_trainings_leave_nothing_to_train_for_any_grading_seed() -> None:
+    """What a service worker does before it forks its grading processes."""
+    assignment = load_assignment("attention")
+    cache = learning.ReferenceTrainings()
+    assert cache.prepare(assignment) == DEFAULT_TRAINING_SEEDS
+    for seed in (0, 7, 8, 12345, 2**31 - 1):
+        cache.outcomes(assignment, assignment.build_plan(seed))
+    assert cache.computed == DEFAULT_TRAINING_SEEDS
+    assert cache.prepare(assignment) == 0
+    assert cache.prepare(dataclasses.replace(assignment, training=None)) == 0
+
+
 def test_grading_seeds_pick_training_seeds_whose_tasks_differ() -> None:
     assignment = load_assignment("multi-head-attention")
     plans = [assignment.build_plan(seed) for seed in (5, 5 + 8, 6)]
