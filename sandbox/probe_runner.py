@@ -1458,9 +1458,17 @@ def _warm_up() -> None:
     # Not sympy (0.3-0.6 CPU-s in every warm container), which torch imports lazily on some
     # paths (an explicit upstream gradient, ``torch.broadcast_shapes``): the probes avoid them,
     # a student's call that takes one pays for it, and no time-out lands inside that import
-    # (``_CallBudget``).
+    # (``_CallBudget``). The fork server imports it once for all (``import_lazy_modules``).
     _backward_with(out, torch.ones_like(out))
     torch.nn.functional.linear(q, torch.randn(8, 8), torch.randn(8)).sum()
+
+
+def import_lazy_modules() -> None:
+    """What torch imports on first use on some paths (``torch.broadcast_shapes``, a backward
+    given an explicit gradient): its symbolic shapes, and sympy with them, 0.3-0.6 CPU-s.
+    Worth paying where one process serves many jobs (the fork server, once for all); a
+    container that serves one job leaves it to the few jobs that take those paths."""
+    importlib.import_module("torch.fx.experimental.symbolic_shapes")
 
 
 def _wait_for(path: str) -> None:
