@@ -232,7 +232,6 @@ class ReferenceTrainings:
                 found[call.id] = self._outcomes[key]
         return found
 
-
     def prepare(self, assignment: Assignment) -> int:
         """Train the reference on each of ``assignment``'s training seeds now rather than on
         the first submissions that pick them; how many it trained. A grading worker does this

@@ -216,7 +216,8 @@ def prepare_reference_trainings(**_: Any) -> None:
     training on each training seed of every installed assignment, computed once here and
     inherited by every grading process. Otherwise each process trained each seed again on the
     first submissions that picked it: 16 trainings, 2.6 CPU-s, per process, in a deploy's
-    first rush. An assignment that cannot be loaded is left to its submissions' own errors."""
+    first rush. The worker starts whatever happens here: an assignment that cannot be loaded
+    or trained is left to its submissions, whose gradings report it."""
     use_one_thread()  # before any torch work in the process the grading processes fork from
     started, trained = time.perf_counter(), 0
     for slug in list_assignments():
@@ -224,6 +225,8 @@ def prepare_reference_trainings(**_: Any) -> None:
             trained += REFERENCE_TRAININGS.prepare(load_assignment(slug))
         except AssignmentError as exc:
             log.warning("reference trainings of %s not prepared: %s", slug, exc)
+        except Exception:  # a broken reference: its gradings will say so; the worker must start
+            log.exception("reference trainings of %s not prepared", slug)
     log.info("reference trainings: %d prepared in %.1f s", trained, time.perf_counter() - started)
 
 
