@@ -114,7 +114,6 @@ def main(argv: list[str]) -> None:
         signal.signal(ignored, signal.SIG_IGN)
     probe_runner.torch.set_num_threads(1)
     probe_runner._warm_up()
-    probe_runner.import_lazy_modules()  # once for every job this server runs
     open(os.path.join(out_dir, "ready"), "w").close()
     previous: tuple[int, str] | None = None
     number = 0

@@ -1455,19 +1455,20 @@ def _warm_up() -> None:
     q = torch.randn(2, 3, 4, 8, requires_grad=True)
     weights = torch.softmax(q @ q.transpose(-2, -1) / 8**0.5, dim=-1)
     out = weights @ q
-    # Not sympy (0.3-0.6 CPU-s in every warm container), which torch imports lazily on some
-    # paths (an explicit upstream gradient, ``torch.broadcast_shapes``): the probes avoid them,
-    # a student's call that takes one pays for it, and no time-out lands inside that import
-    # (``_CallBudget``). The fork server imports it once for all (``import_lazy_modules``).
     _backward_with(out, torch.ones_like(out))
     torch.nn.functional.linear(q, torch.randn(8, 8), torch.randn(8)).sum()
+    import_lazy_modules()
 
 
 def import_lazy_modules() -> None:
     """What torch imports on first use on some paths (``torch.broadcast_shapes``, a backward
-    given an explicit gradient): its symbolic shapes, and sympy with them, 0.3-0.6 CPU-s.
-    Worth paying where one process serves many jobs (the fork server, once for all); a
-    container that serves one job leaves it to the few jobs that take those paths."""
+    given an explicit gradient): its symbolic shapes, and sympy with them, 0.3-0.6 CPU-s here.
+
+    Imported before the job, off the student's clock, although only some submissions (12% of
+    the corpus) take those paths: under gVisor the import costs several CPU-s as gVisor counts
+    them on a loaded host, more than a short budget, and a submission that blinds the soft
+    limit (``watchdog_blinded.py``) then lost every call to the supervisor's. A time-out never
+    lands inside an import (``_CallBudget``), for the lazy imports this does not foresee."""
     importlib.import_module("torch.fx.experimental.symbolic_shapes")
 
 

@@ -157,26 +157,27 @@ LATE_IMPORT = ATTENTION + '''
 import time
 
 def import_late(q, k, v, allowed):
-    """Spends nearly all its CPU budget, then makes torch import sympy, then spins."""
+    """Spends nearly all its CPU budget, then imports torch._dynamo (1 CPU-s), then spins."""
     started = time.process_time()
     while time.process_time() - started < 0.85:
         pass
-    torch.broadcast_shapes(allowed.shape, (1, 1))  # torch's first call imports sympy: 0.3 CPU-s
+    import torch._dynamo
     while True:
         pass
 
-def broadcasting(q, k, v, allowed):
-    torch.broadcast_shapes(allowed.shape, (1, 1))
+def after(q, k, v, allowed):
+    import torch._dynamo
+    torch._dynamo.reset()
     return attention(q, k, v, allowed)
 '''
 
 
 def test_a_time_out_waits_for_a_library_import_to_finish_and_later_calls_can_use_it() -> None:
-    """The budget runs out inside torch's lazy import of sympy: raised there, the time-out would
-    leave a half-made sympy behind and the next call's ``broadcast_shapes`` would fail."""
+    """The budget runs out inside the import of a library (torch._dynamo, which torch imports
+    lazily): raised there, the time-out would leave a half-made module behind and the next
+    call that needs it would fail."""
     job = make_job(LATE_IMPORT, call_timeout=1.0,
-                   calls=[attention_call("late", "import_late"),
-                          attention_call("after", "broadcasting")])
+                   calls=[attention_call("late", "import_late"), attention_call("after", "after")])
     calls = _calls(LocalBackend().run(job, Limits(call_seconds=1.0)))
     assert calls["late"]["status"] == "timeout", calls["late"]
     assert calls["after"]["status"] == "ok", calls["after"]
