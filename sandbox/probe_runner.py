@@ -1206,8 +1206,8 @@ class _CallBudget:
     """The soft per-stage limit inside the child: SIGPROF when the process has used the budget
     in CPU time, SIGALRM at ``WALL_SLACK`` times it on the wall clock (a stage that sleeps).
 
-    A time-out never lands inside a library's import (torch imports sympy lazily, on the
-    first ``torch.broadcast_shapes`` say): one raised there would leave a half-made module in
+    A time-out never lands inside a library's import (torch imports ``torch._dynamo`` lazily,
+    for one; the warm-up imports sympy ahead): one raised there would leave a half-made module in
     ``sys.modules`` that fails every later call. It waits for the import to finish, a retry
     every ``_IMPORT_RETRY_SECONDS``; the supervisor's hard limit still bounds the wait.
 

@@ -9,7 +9,7 @@ import pytest
 
 from assignments import load_assignment
 from assignments.spec import ASSIGNMENTS_DIR_VARIABLE, list_assignments
-from grader.learning import REFERENCE_TRAININGS
+from grader.learning import ReferenceTrainings
 from service.tasks import prepare_reference_trainings
 
 
@@ -20,6 +20,9 @@ def test_the_worker_trains_every_assignment_and_starts_despite_a_broken_one(
     broken.mkdir()
     (broken / "assignment.toml").write_text("this is [not toml\n", encoding="utf-8")
     monkeypatch.setenv(ASSIGNMENTS_DIR_VARIABLE, str(tmp_path))
+    # A cache of its own: the process's may hold trainings earlier tests left there.
+    trainings = ReferenceTrainings()
+    monkeypatch.setattr("service.tasks.REFERENCE_TRAININGS", trainings)
     assert "broken-course-lab" in list_assignments()
 
     with caplog.at_level(logging.INFO, logger="service.tasks"):
@@ -30,4 +33,4 @@ def test_the_worker_trains_every_assignment_and_starts_despite_a_broken_one(
     assert any("reference trainings:" in record.getMessage() for record in caplog.records)
     # The grading processes forked from here find every shipped training seed trained.
     for slug in ("attention", "multi-head-attention"):
-        assert REFERENCE_TRAININGS.prepare(load_assignment(slug)) == 0
+        assert trainings.prepare(load_assignment(slug)) == 0
