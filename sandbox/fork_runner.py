@@ -18,10 +18,12 @@ serves jobs one at a time, numbered 0, 1, 2, ... from the container's start:
    init ends, the kernel kills every process left in its namespace.
 3. It relays the job's stream to its own standard output (the exec stream the host reads) in
    frames only it writes, ``KIND N LENGTH\\n`` followed by LENGTH bytes: ``O`` the probe
-   runner's stream, ``R`` the runner's own standard error, ``E`` the exit status at the end.
+   runner's stream, ``R`` the runner's own standard error, ``T`` the output files as a tar
+   (``L`` if they were cut at their limit), ``E`` the exit status at the end.
    A file ``JOBS_DIR/N/kill`` from the host ends the job at once (its deadline or a flood).
-4. Once the host has read ``OUT_DIR/N/out`` and moved the next job in, the server kills any
-   process of the previous uid still alive and wipes its directory.
+4. Once ``E`` is sent, the host has all it reads of the job; the server kills any process of
+   the job's uid still alive and wipes its directory while the host compares, before it
+   looks for the next job.
 
 The container runs the server as its root with only the capabilities this needs (set user and
 group ids, chown, kill); it never runs student code. Standard library and the probe runner only.
@@ -115,19 +117,16 @@ def main(argv: list[str]) -> None:
     probe_runner.torch.set_num_threads(1)
     probe_runner._warm_up()
     open(os.path.join(out_dir, "ready"), "w").close()
-    previous: tuple[int, str] | None = None
     number = 0
     while True:
         job_dir = os.path.join(jobs_dir, str(number))
         while not os.path.isdir(job_dir):
             time.sleep(_POLL_SECONDS)
-        if previous is not None:
-            _wipe(*previous)
         uid = int(settings["uid_base"]) + number
         root = os.path.join(out_dir, str(number))
-        previous = (uid, root)
         status = _serve(job_dir, root, uid, settings, stream)
         _send(stream, b"E", number, str(status).encode())
+        _wipe(uid, root)  # the outputs went on the stream: wiped while the host compares them
         number += 1
 
 
@@ -157,33 +156,33 @@ def _serve(job_dir: str, root: str, uid: int, settings: Mapping[str, Any], strea
     number = int(os.path.basename(root))
     kill_file = os.path.join(job_dir, KILL_FILE)
     kinds = {channel_read: b"O", error_read: b"R"}
+    keeper_ended = os.pidfd_open(keeper)  # readable once the keeper has exited: no polling
     status: int | None = None
-    drained_by: float | None = None
+    drained_by = float("inf")
     next_check = 0.0
     while kinds or status is None:
-        if kinds:
-            ready, _, _ = select.select(list(kinds), [], [], _KILL_CHECK_SECONDS)
-            for fd in ready:
-                chunk = os.read(fd, 65536)
-                if chunk:
-                    _send(stream, kinds[fd], number, chunk)
-                else:
-                    os.close(fd)
-                    del kinds[fd]
-        else:
-            time.sleep(_KILL_CHECK_SECONDS)
-        if time.monotonic() >= next_check:
+        waited = [*kinds, keeper_ended] if status is None else [*kinds]
+        ready, _, _ = select.select(waited, [], [], _KILL_CHECK_SECONDS)
+        for fd in ready:
+            if fd == keeper_ended:
+                _, wait_status = os.waitpid(keeper, 0)
+                status = probe_runner._exit_status(wait_status)
+                drained_by = time.monotonic() + _DRAIN_SECONDS
+                continue
+            chunk = os.read(fd, 65536)
+            if chunk:
+                _send(stream, kinds[fd], number, chunk)
+            else:
+                os.close(fd)
+                del kinds[fd]
+        if status is None and time.monotonic() >= next_check:
             next_check = time.monotonic() + _KILL_CHECK_SECONDS
             if os.path.exists(kill_file):
                 with contextlib.suppress(OSError):
                     os.kill(keeper, signal.SIGKILL)
-        if status is None:
-            pid, wait_status = os.waitpid(keeper, os.WNOHANG)
-            if pid:
-                status = probe_runner._exit_status(wait_status)
-                drained_by = time.monotonic() + _DRAIN_SECONDS
-        elif drained_by is not None and time.monotonic() > drained_by:
+        if time.monotonic() > drained_by:
             break  # a descriptor held past the namespace's end: the job is over regardless
+    os.close(keeper_ended)
     for fd in kinds:
         os.close(fd)
     with _file_access_of(uid):  # its folder is its own (mode 0700), the server has no override
@@ -331,8 +330,8 @@ def _keeper(root: str, uid: int, settings: Mapping[str, Any]) -> None:
         os.close(alive_read)
         os.chdir("/tmp")
         job, out = os.path.join(root, "job"), os.path.join(root, "out")
-        sys.argv = [probe_runner.__file__, job, out, "--sole-user"]
-        probe_runner.main([job, out, "--sole-user"])
+        sys.argv = [probe_runner.__file__, job, out, "--sole-user", "--warm"]
+        probe_runner.main(sys.argv[1:])
         os._exit(70)
     os.close(alive_read)
     devnull = os.open(os.devnull, os.O_WRONLY)

@@ -17,7 +17,7 @@ known-mistake variants on the same plan, so all three are exercised identically.
 
 Usage (inside the sandbox, with ``python -I``)::
 
-    probe_runner.py JOB_DIR OUT_DIR [--wait-for FILE] [--sole-user]
+    probe_runner.py JOB_DIR OUT_DIR [--wait-for FILE] [--sole-user] [--warm]
 
 JOB_DIR holds ``plan.json``, ``inputs.safetensors`` and ``submission/``. The events go to
 standard output as JSON lines (the student's printed output among them as ``stdout`` and
@@ -25,7 +25,8 @@ standard output as JSON lines (the student's printed output among them as ``stdo
 With ``--wait-for`` the runner imports torch, warms it up, writes ``OUT_DIR/ready`` and then
 waits until FILE exists before it reads the job (the warm-pool mode of the Docker backend).
 ``--sole-user`` says that every other process of this user belongs to the run (a container
-of its own), so the supervisor can tell the survivors of a run.
+of its own), so the supervisor can tell the survivors of a run. ``--warm`` says the process
+is already warm (the fork server's job: forked from a server that warmed up once).
 
 Only the standard library, torch and safetensors may be imported here (and ``wire.py`` and
 ``training.py``, loaded from the files next to this one).
@@ -1490,7 +1491,8 @@ def main(argv: list[str]) -> None:
     for number in _SUPERVISOR_IGNORES:
         signal.signal(number, signal.SIG_IGN)
     warm_up_started = time.perf_counter()
-    _warm_up()
+    if "--warm" not in argv:
+        _warm_up()
     warm_up_seconds = time.perf_counter() - warm_up_started
     if "--wait-for" in argv:
         ready = open(os.path.join(out_dir, "ready"), "w")  # noqa: SIM115
