@@ -164,9 +164,14 @@ def _observed(space: Namespace, plan: ProbePlan, call_id: str
         def _weights_seen(self, weights: torch.Tensor, allowed: torch.Tensor | None) -> None:
             seen.append((weights.detach().clone(),
                          None if allowed is None else allowed.detach().clone()))
+            raise _Observed  # the rest of the call would only cost time (a training: all of it)
 
     run_call_in_process({**space, target: Observed}, plan, call_id, backward=False)
     return seen[0] if seen else None
+
+
+class _Observed(Exception):
+    """Ends a call run only to observe its first forward's weights, once they are seen."""
 
 
 def _second(outcome: CallOutcome) -> torch.Tensor | None:

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from assignments import load_assignment
+from grader import maps
 from grader.in_process import run_in_process
+from grader.learning import is_training
 from grader.maps import MAX_SIDE, WEIGHT_CODES
 from grader.pipeline import judge_outcomes, use_one_thread
 from grader.report import attention_map_lines, render_report
@@ -118,3 +120,30 @@ def test_every_report_command_takes_no_plots():
                  "--assignment", "attention"], ["status", "3"]):
         assert parser.parse_args(argv).plots is True
         assert parser.parse_args([*argv, "--no-plots"]).plots is False
+
+
+def test_a_reproduced_map_runs_its_call_only_to_the_first_forward():
+    """A map reproduced on the training probe's call needs the weights of its first forward:
+    the training's other steps, run in the grader's process, would only cost time."""
+    use_one_thread()
+    assignment = load_assignment("multi-head-attention")
+    plan = assignment.build_plan(SEED)
+    training = next(call for call in plan.calls if is_training(call))
+    forwards = []
+
+    def counted(mistakes):
+        space = dict(assignment.reference(mistakes))
+        target = training.spec["target"]
+
+        class Counted(space[target]):
+            def forward(self, *args, **kwargs):
+                forwards.append(target)
+                return super().forward(*args, **kwargs)
+
+        space[target] = Counted
+        return space
+
+    panels, source = maps._reproduced_panels(plan, training.id, counted,
+                                             frozenset({"causal-leak"}))
+    assert source == "reproduced" and panels
+    assert len(forwards) == 2  # the variant's first forward, then the reference's
