@@ -165,6 +165,28 @@ def cgroup_cpu(parent: str | None) -> float:
     return int(usage.read_text()) / 1e9 if usage.exists() else 0.0
 
 
+SETTLED_CPU_SECONDS = 0.1
+"""The containers' CPU-s in a second once none is starting (two idle pooled ones: 0.024)."""
+
+
+def settle(cgroup: str | None, *, at_least: float = 3.0, at_most: float = 120.0) -> None:
+    """Wait until the sandbox containers are idle: no warm container is still starting.
+
+    The refills of the warm pools after a rush are part of what its gradings cost, and the
+    service keeps more pools than the bare pipeline (one per grading process): a fixed pause
+    cut off more of its refills, or fewer, by chance."""
+    time.sleep(at_least)
+    if cgroup is None:
+        return
+    until, previous = time.monotonic() + at_most, cgroup_cpu(cgroup)
+    while time.monotonic() < until:
+        time.sleep(1.0)
+        current = cgroup_cpu(cgroup)
+        if current - previous < SETTLED_CPU_SECONDS:
+            return
+        previous = current
+
+
 PARTS = ("web", "worker / this process", "containers", "Docker daemons (shared)",
          "PostgreSQL (shared)", "Redis (shared)", "machine (everyone)")
 
@@ -238,16 +260,16 @@ def bare(items: list[Item], runs: int, backend_name: str, stack: ExitStack) -> O
         grade(next(item for item in items if item.slug == slug))
         # and the reference's trainings, as a service worker prepares them when it starts
         learning.REFERENCE_TRAININGS.prepare(packages[slug])
-    time.sleep(3)
+    settle(cgroup)
     latency = [one_at_a_time(grade, item) for item in items[:runs]]
-    time.sleep(3)  # the pool refilled
+    settle(cgroup)  # the pool refilled
     roots = {"worker": os.getpid()}
     before, load = sample(roots, cgroup), os.getloadavg()[0]
     started = time.perf_counter()
     with ThreadPoolExecutor(2) as pool:
         waits = list(pool.map(grade, items))  # each one's own grading; no queue here
     elapsed = time.perf_counter() - started
-    time.sleep(3)  # the refill of the pool is part of what a grading costs
+    settle(cgroup)  # the refill of the pool is part of what a grading costs
     after = sample(roots, cgroup)
     return Outcome("bare pipeline", latency, elapsed, waits,
                    {k: after[k] - before[k] for k in PARTS}, 0, (load, os.getloadavg()[0]))
@@ -344,7 +366,7 @@ def service(name: str, items: list[Item], runs: int, backend_name: str, database
 
         for slug in SLUGS:  # untimed: the worker's imports, plans, a filled pool
             follow(post(next(item for item in items if item.slug == slug)))
-        time.sleep(3)
+        settle(cgroup)
         latency, seen = [], {}
         for item in items[:runs]:
             time.sleep(LATENCY_GAP_SECONDS)
@@ -353,7 +375,7 @@ def service(name: str, items: list[Item], runs: int, backend_name: str, database
             follow(submission_id)
             latency.append(time.perf_counter() - started)
             seen[submission_id] = time.time()
-        time.sleep(3)
+        settle(cgroup)
         roots = {"web": stack.processes["web"].pid, "worker": stack.processes["worker"].pid}
         spies = [] if profile is None else [spy(pid, profile / f"{role}.txt")
                                             for role, pid in roots.items()]
@@ -364,7 +386,7 @@ def service(name: str, items: list[Item], runs: int, backend_name: str, database
         for process in spies:
             process.send_signal(signal.SIGINT)
             process.wait(timeout=60)
-        time.sleep(3)  # the pool refilled
+        settle(cgroup)  # the refills of the pools are part of what a grading costs
         after = sample(roots, cgroup)
         requested = [_at(b["requested_at"]) for b in bodies]
         finished = [_at(b["graded_at"]) if b["graded_at"] else None for b in bodies]
