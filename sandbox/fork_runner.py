@@ -37,17 +37,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import io
 import json
 import os
 import resource
 import select
 import shutil
 import signal
-import stat
 import struct
 import sys
-import tarfile
 import time
 import traceback
 from collections.abc import Iterator, Mapping
@@ -80,7 +77,6 @@ _POLL_SECONDS = 0.002
 _SETPRIV = "/usr/bin/setpriv"
 FRAME_BYTES = 1 << 20
 """Most bytes in one frame of output files (the host refuses larger frames)."""
-_READ_UNTRUSTED = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _KILL_CHECK_SECONDS = 0.02
 _DRAIN_SECONDS = 2.0
 _SETUP_FAILED = 71
@@ -192,76 +188,13 @@ def _serve(job_dir: str, root: str, uid: int, settings: Mapping[str, Any], strea
 
 def _send_outputs(stream: int, number: int, out: str, budget: int) -> None:
     """Send the job's output files to the host as a tar in frames T, then frame L if the files
-    were more than ``budget`` bytes (the rest is not read).
-
-    Only what the host reads is sent: ``events.jsonl`` and the regular files directly in
-    ``tensors/``. The job's uid wrote them: every open refuses links (the folder's too) and
-    blocks on nothing, and only what is a regular file once open is read. The tar is streamed:
-    the server holds one file (at most the file-size limit) and one frame at a time.
-    """
-    cut = False
-    with _FrameWriter(stream, b"T", number) as frames, \
-            tarfile.open(fileobj=frames, mode="w|", format=tarfile.PAX_FORMAT) as archive:
-        def add(folder: int, name: str, archived: str) -> None:
-            nonlocal budget, cut
-            with contextlib.suppress(OSError):
-                fd = os.open(name, _READ_UNTRUSTED, dir_fd=folder)
-                try:
-                    if not stat.S_ISREG(os.fstat(fd).st_mode):
-                        return
-                    content = _read_at_most(fd, budget + 1)
-                finally:
-                    os.close(fd)
-                if len(content) > budget:
-                    cut, budget = True, -1
-                    return
-                budget -= len(content)
-                member = tarfile.TarInfo(archived)
-                member.size = len(content)
-                archive.addfile(member, io.BytesIO(content))
-
-        with contextlib.suppress(OSError):
-            top = os.open(out, _READ_UNTRUSTED | os.O_DIRECTORY)
-            try:
-                add(top, probe_runner.EVENTS_FILE, f"out/{probe_runner.EVENTS_FILE}")
-                tensors = os.open(probe_runner.TENSORS_DIR, _READ_UNTRUSTED | os.O_DIRECTORY,
-                                  dir_fd=top)
-                try:
-                    for name in sorted(os.listdir(tensors)):
-                        if budget < 0:
-                            break
-                        add(tensors, name, f"out/{probe_runner.TENSORS_DIR}/{name}")
-                finally:
-                    os.close(tensors)
-            finally:
-                os.close(top)
+    were more than ``budget`` bytes (``probe_runner.write_outputs_tar``: what is sent and how
+    the job's files are opened). The server holds one file and one frame at a time."""
+    frames = probe_runner.FramedFile(lambda data: _send(stream, b"T", number, data), FRAME_BYTES)
+    with frames:
+        cut = probe_runner.write_outputs_tar(frames, out, budget)
     if cut:
         _send(stream, b"L", number, b"")
-
-
-class _FrameWriter(io.RawIOBase):
-    """A write-only file that sends what is written to it in frames of one kind."""
-
-    def __init__(self, stream: int, kind: bytes, number: int) -> None:
-        super().__init__()
-        self._stream, self._kind, self._number = stream, kind, number
-        self._pending = bytearray()
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        self._pending += data
-        while len(self._pending) >= FRAME_BYTES:
-            _send(self._stream, self._kind, self._number, bytes(self._pending[:FRAME_BYTES]))
-            del self._pending[:FRAME_BYTES]
-        return len(data)
-
-    def close(self) -> None:
-        if not self.closed and self._pending:
-            _send(self._stream, self._kind, self._number, bytes(self._pending))
-            self._pending.clear()
-        super().close()
 
 
 @contextlib.contextmanager
@@ -278,14 +211,6 @@ def _file_access_of(uid: int) -> Iterator[None]:
             change(0)
         if _LIBC.setfsuid(0) != 0:
             sys.exit("the server could not take back its own file-system ids")
-
-
-def _read_at_most(fd: int, size: int) -> bytes:
-    chunks, left = [], size
-    while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 def _keeper(root: str, uid: int, settings: Mapping[str, Any]) -> None:

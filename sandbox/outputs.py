@@ -43,18 +43,26 @@ class ChannelDecoder:
 
     The stream is the supervisor's standard output, which student code cannot write to (see
     ``sandbox.probe_runner``); the student's prints travel in it as ``stdout`` and ``stderr``
-    frames (the runner's own standard error, a crash of ours, goes to the other stream). Events
+    frames (the runner's own standard error, a crash of ours, goes to the other stream), and
+    the output files, where the runner sends them, as ``outputs`` frames at the end. Events
     are kept up to ``EVENTS_LIMIT_BYTES``, a line longer than ``CHANNEL_LINE_LIMIT_BYTES`` is
     dropped whole; neither is parsed here beyond telling frames from events.
     """
 
-    def __init__(self, stdout: CappedStream, stderr: CappedStream) -> None:
+    def __init__(self, stdout: CappedStream, stderr: CappedStream, *,
+                 archive_limit: int = 0) -> None:
         self._frames = {wire.STDOUT_FRAME_PREFIX: stdout,
                         wire.STDERR_FRAME_PREFIX: stderr}
         self.events = bytearray()
         self.over_limit = False
         self.started = threading.Event()
         """Set at the first event: the runner has the job and student code is about to run."""
+        self.archive = CappedStream(archive_limit)
+        """The output files the supervisor sent at the end (``wire.OUTPUTS_FRAME_PREFIX``), as
+        a tar; the rest only counted past ``archive_limit``."""
+        self.archive_end: bytes | None = None
+        """The end frame's data once it came (``wire.OUTPUTS_CUT``: the files were cut)."""
+        self._frames[wire.OUTPUTS_FRAME_PREFIX] = self.archive
         self._pending = bytearray()
         self._skipping = False
 
@@ -73,6 +81,13 @@ class ChannelDecoder:
             self.over_limit = True
 
     def _line(self, line: bytes) -> None:
+        if line.startswith(wire.OUTPUTS_END_PREFIX) and line.endswith(b'"}'):
+            try:
+                self.archive_end = binascii.a2b_base64(line[len(wire.OUTPUTS_END_PREFIX):-2],
+                                                       strict_mode=True)
+            except binascii.Error:
+                self.over_limit = True
+            return
         for prefix, stream in self._frames.items():
             if line.startswith(prefix) and line.endswith(b'"}'):
                 try:

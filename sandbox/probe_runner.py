@@ -43,6 +43,7 @@ import contextlib
 import ctypes
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import resource
@@ -50,6 +51,7 @@ import select
 import signal
 import stat
 import sys
+import tarfile
 import threading
 import traceback
 import types
@@ -731,6 +733,11 @@ def describe_exception(exc: BaseException, student_files: tuple[str, ...]) -> di
 
 STDOUT_FRAME_PREFIX: bytes = _WIRE.STDOUT_FRAME_PREFIX
 STDERR_FRAME_PREFIX: bytes = _WIRE.STDERR_FRAME_PREFIX
+OUTPUTS_FRAME_PREFIX: bytes = _WIRE.OUTPUTS_FRAME_PREFIX
+OUTPUTS_END_PREFIX: bytes = _WIRE.OUTPUTS_END_PREFIX
+READ_UNTRUSTED = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+"""How a file the student's code could have planted is opened: no link followed (the last
+name's), nothing blocked on (a FIFO), nothing inherited."""
 REPORT_LINE_LIMIT = 1 << 20
 TENSOR_FILE_LIMIT = 256 << 20
 MAX_INTEGRITY_FLAGS = 32
@@ -951,11 +958,12 @@ class _Supervisor:
     """Checks the child's reports against the plan and streams them to the host."""
 
     def __init__(self, channel: _Channel, plan: Mapping[str, Any], out_dir: str,
-                 *, sole_user: bool) -> None:
+                 *, sole_user: bool, send_outputs: int | None = None) -> None:
         self.channel = channel
         self.plan = plan
         self.out_dir = out_dir
         self.sole_user = sole_user
+        self.send_outputs = send_outputs
         self.flags = _Flags()
         self.budget = float(plan["call_timeout"])
         self.run_budget = float(plan["run_seconds"])
@@ -985,6 +993,8 @@ class _Supervisor:
             relay.join(timeout=0.5)
         if self.flags.flags:
             self.channel.send({"event": "integrity", "flags": self.flags.flags})
+        if self.send_outputs is not None:  # once no process of the run can change them
+            send_outputs(self.channel, self.out_dir, self.send_outputs)
         self.channel.send({"event": "done", "probes_seconds": time.perf_counter() - started})
         return 124 if overran else _exit_status(status)
 
@@ -1521,8 +1531,99 @@ def main(argv: list[str]) -> None:
                   "imports_seconds": _IMPORTED_AT - _STARTED_AT,
                   "warm_up_seconds": warm_up_seconds})
     child = _Child(lambda report_fd: _child_main(report_fd, job), channel_fd=channel.fd)
-    supervisor = _Supervisor(channel, plan, out_dir, sole_user="--sole-user" in argv)
+    supervisor = _Supervisor(channel, plan, out_dir, sole_user="--sole-user" in argv,
+                             send_outputs=(int(argv[argv.index("--send-outputs") + 1])
+                                           if "--send-outputs" in argv else None))
     os._exit(supervisor.run(child))
+
+
+def send_outputs(channel: _Channel, out_dir: str, budget: int) -> None:
+    """Send the output folder's files on the stream (``wire.OUTPUTS_FRAME_PREFIX``)."""
+    frames = FramedFile(lambda data: channel.send_output(OUTPUTS_FRAME_PREFIX, data),
+                        _WIRE.OUTPUTS_FRAME_BYTES)
+    with frames:
+        cut = write_outputs_tar(frames, out_dir, budget)
+    channel.send_output(OUTPUTS_END_PREFIX, _WIRE.OUTPUTS_CUT if cut else b"")
+
+
+def write_outputs_tar(target: io.RawIOBase, out_dir: str, budget: int) -> bool:
+    """Write the output folder's files to ``target`` as a tar; whether any was left out for
+    being over what remained of ``budget`` bytes (as the host skips such a file in an archive
+    of the folder, ``sandbox.docker_sandbox.read_output_archive``).
+
+    Only what the host reads goes in: ``events.jsonl`` and the regular files directly in
+    ``tensors/``, archived under ``out/``. The student's code wrote them: every open refuses
+    links (the folder's too) and blocks on nothing, and only what is a regular file once open
+    is read. One file at a time is held.
+    """
+    cut = False
+    with tarfile.open(fileobj=target, mode="w|", format=tarfile.PAX_FORMAT) as archive:
+        def add(folder: int, name: str, archived: str) -> None:
+            nonlocal budget, cut
+            with contextlib.suppress(OSError):
+                fd = os.open(name, READ_UNTRUSTED, dir_fd=folder)
+                try:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        return
+                    content = read_at_most(fd, budget + 1)
+                finally:
+                    os.close(fd)
+                if len(content) > budget:
+                    cut = True
+                    return
+                budget -= len(content)
+                member = tarfile.TarInfo(archived)
+                member.size = len(content)
+                archive.addfile(member, io.BytesIO(content))
+
+        with contextlib.suppress(OSError):
+            top = os.open(out_dir, READ_UNTRUSTED | os.O_DIRECTORY)
+            try:
+                add(top, EVENTS_FILE, f"out/{EVENTS_FILE}")
+                tensors = os.open(TENSORS_DIR, READ_UNTRUSTED | os.O_DIRECTORY, dir_fd=top)
+                try:
+                    for name in sorted(os.listdir(tensors)):
+                        add(tensors, name, f"out/{TENSORS_DIR}/{name}")
+                finally:
+                    os.close(tensors)
+            finally:
+                os.close(top)
+    return cut
+
+
+class FramedFile(io.RawIOBase):
+    """A write-only file that hands what is written to ``send`` in chunks of ``size`` bytes
+    (the last one shorter, at close)."""
+
+    def __init__(self, send: Callable[[bytes], None], size: int) -> None:
+        super().__init__()
+        self._send, self._size = send, size
+        self._pending = bytearray()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        self._pending += data
+        while len(self._pending) >= self._size:
+            self._send(bytes(self._pending[:self._size]))
+            del self._pending[:self._size]
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed and self._pending:
+            self._send(bytes(self._pending))
+            self._pending.clear()
+        super().close()
+
+
+def read_at_most(fd: int, size: int) -> bytes:
+    """Up to ``size`` bytes from ``fd``, to its end."""
+    chunks, left = [], size
+    while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def _limit_address_space(limit: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from sandbox.docker_pool import owner_id, wait_until_ready
 from sandbox.docker_sandbox import (
     INIT_USER,
     LABEL_OWNER,
+    OUT_MOUNT,
     SANDBOX_USER,
     ContainerSpec,
     SandboxContainer,
@@ -245,6 +247,61 @@ def _ready_container(client: docker.DockerClient, workdir: Path) -> Iterator[San
         yield sandbox
     finally:
         sandbox.destroy()
+
+
+KILL_THE_SUPERVISOR = '''
+import os, signal, time
+
+def kill(*args):
+    """Kills the runner's supervisor before it can send the output files."""
+    time.sleep(0.5)  # the supervisor forwards what came before meanwhile
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(5)
+'''
+
+
+def _volume_reads(sandbox: SandboxContainer) -> list[str]:
+    """Counts the engine's archive requests of the container from now on."""
+    asked: list[str] = []
+    ask = sandbox.container.get_archive
+
+    def counted(path: str, *args: Any, **kwargs: Any) -> Any:
+        asked.append(path)
+        return ask(path, *args, **kwargs)
+
+    sandbox.container.get_archive = counted  # type: ignore[method-assign]
+    return asked
+
+
+def test_the_output_files_come_on_the_runners_stream(
+    docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    job = make_job(calls=[attention_call("first"), attention_call("second")])
+    local = LocalBackend().run(job, Limits())
+    with _ready_container(docker_client, tmp_path) as sandbox:
+        asked = _volume_reads(sandbox)
+        result = sandbox.run(job)
+    assert result.termination is Termination.EXITED
+    assert asked == []  # the engine was not asked for the output volume
+    assert sorted(result.tensor_files) == sorted(local.tensor_files) != []
+    for name, content in result.tensor_files.items():
+        ours, theirs = load(content), load(local.tensor_files[name])
+        assert all(torch.equal(ours[key], theirs[key]) for key in ours)
+
+
+def test_outputs_of_a_runner_killed_before_sending_them_are_read_from_the_volume(
+    docker_client: docker.DockerClient, tmp_path: Path
+) -> None:
+    job = make_job(ATTENTION + KILL_THE_SUPERVISOR,
+                   calls=[attention_call("fast"), attention_call("killer", "kill")])
+    with _ready_container(docker_client, tmp_path) as sandbox:
+        asked = _volume_reads(sandbox)
+        result = sandbox.run(job)
+    assert result.exit_code == 128 + signal.SIGKILL
+    assert asked == [OUT_MOUNT]
+    calls = [e for e in events_of(result.events) if e["event"] == "call"]
+    assert [(c["id"], c["status"]) for c in calls] == [("fast", "ok")]
+    assert [name for name in result.tensor_files] == [calls[0]["tensors"]]
 
 
 def test_a_container_killed_by_someone_else_is_not_the_students_doing(
