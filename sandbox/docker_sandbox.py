@@ -296,15 +296,22 @@ class SandboxContainer:
         exit_code: int | None = None
         asked = started
         while True:
-            closed = self.output.closed.wait(_POLL_SECONDS)
-            if closed:
-                time.sleep(0.002)  # the stream may close a moment before the exec is reaped
+            # Woken by the runner's end frame, its last act, or else by its stream closing.
+            finished = self.output.finished.wait(_POLL_SECONDS)
             if self.output.flooded:
                 termination = Termination.OUTPUT_LIMIT
                 break
-            # The stream closes when the runner ends: until then the engine is asked only now
-            # and then, in case it ended with its stream still open (asked at every poll, it
-            # was 16 questions a grading, 2 ms of this process and more of the engine's each).
+            end = self.output.runner_end
+            if end is not None:
+                exit_code = end[0]
+                break
+            closed = finished and self.output.closed.is_set()
+            if closed:
+                time.sleep(0.002)  # the stream may close a moment before the exec is reaped
+            # Without the end frame the engine says whether the runner ended: asked at once
+            # when its stream closes, otherwise only now and then, in case it ended with its
+            # stream still open (asked at every poll, it was 16 questions a grading, 2 ms of
+            # this process and more of the engine's each).
             if closed or time.monotonic() - asked >= _EXEC_POLL_SECONDS:
                 asked = time.monotonic()
                 state = self._exec_state()
@@ -327,8 +334,9 @@ class SandboxContainer:
             with contextlib.suppress(docker.errors.APIError):
                 self.container.pause()
                 self._paused = True
-        # The stream's last bytes may still be in flight when a killed runner is reaped.
-        self.output.closed.wait(_STREAM_DRAIN_SECONDS)
+        if self.output.runner_end is None:
+            # The stream's last bytes may still be in flight when a killed runner is reaped.
+            self.output.closed.wait(_STREAM_DRAIN_SECONDS)
         forged, tensors, over_limit = self._read_outputs()
         if (over_limit or self.output.channel.over_limit) \
                 and termination is Termination.EXITED:
@@ -419,12 +427,12 @@ class SandboxContainer:
 
     def _read_outputs(self) -> tuple[bytes, dict[str, bytes], bool]:
         """The output files: as the runner sent them at its end, else read from the volume."""
-        channel = self.output.channel
-        if channel.archive_end is not None and not channel.archive.truncated:
+        end = self.output.runner_end
+        if end is not None:
             forged, tensors, over_limit = read_output_archive(
-                [bytes(channel.archive.kept)], self.limits.result_bytes,
+                [bytes(self.output.channel.archive.kept)], self.limits.result_bytes,
                 stream_limit=out_archive_bytes(self.limits))
-            return forged, tensors, over_limit or channel.archive_end == wire.OUTPUTS_CUT
+            return forged, tensors, over_limit or end[1]
         # The runner was killed, or its files were more than its stream may carry.
         try:
             chunks, _ = self.container.get_archive(OUT_MOUNT)
@@ -474,6 +482,8 @@ class _CappedOutput:
         self.channel = ChannelDecoder(self.stdout, self.stderr,
                                       archive_limit=out_archive_bytes(limits))
         self.closed = threading.Event()
+        self.finished = threading.Event()
+        """Set when the runner's end frame came (``runner_end``) or the stream closed."""
         threading.Thread(target=self._drain, daemon=True, name="sandbox-output").start()
 
     def _drain(self) -> None:
@@ -481,12 +491,24 @@ class _CappedOutput:
             for out, err in self._stream:
                 if out:
                     self.channel.feed(out)
+                    if self.channel.archive_end is not None:
+                        self.finished.set()
                 if err:
                     self.stderr.add(err)
         except Exception:  # the connection ends when the container goes
             pass
         finally:
             self.closed.set()
+            self.finished.set()
+
+    @property
+    def runner_end(self) -> tuple[int, bool] | None:
+        """The runner's exit status and whether files were left out, from its end frame with
+        its output files whole; None without them (the host then asks the engine)."""
+        end = self.channel.archive_end
+        if end is None or self.channel.archive.truncated:
+            return None
+        return wire.parse_runner_end(end)
 
     @property
     def flooded(self) -> bool:

@@ -61,7 +61,7 @@ class ChannelDecoder:
         """The output files the supervisor sent at the end (``wire.OUTPUTS_FRAME_PREFIX``), as
         a tar; the rest only counted past ``archive_limit``."""
         self.archive_end: bytes | None = None
-        """The end frame's data once it came (``wire.OUTPUTS_CUT``: the files were cut)."""
+        """The end frame's data once it came (``wire.parse_runner_end``)."""
         self._frames[wire.OUTPUTS_FRAME_PREFIX] = self.archive
         self._pending = bytearray()
         self._skipping = False

@@ -993,10 +993,11 @@ class _Supervisor:
             relay.join(timeout=0.5)
         if self.flags.flags:
             self.channel.send({"event": "integrity", "flags": self.flags.flags})
-        if self.send_outputs is not None:  # once no process of the run can change them
-            send_outputs(self.channel, self.out_dir, self.send_outputs)
+        code = 124 if overran else _exit_status(status)
         self.channel.send({"event": "done", "probes_seconds": time.perf_counter() - started})
-        return 124 if overran else _exit_status(status)
+        if self.send_outputs is not None:  # once no process of the run can change them
+            send_outputs(self.channel, self.out_dir, self.send_outputs, code)
+        return code
 
     def _follow(self, child: _Child) -> tuple[bool, str | None]:
         """Forward the reports in the plan's order until the child ends or overruns.
@@ -1537,13 +1538,14 @@ def main(argv: list[str]) -> None:
     os._exit(supervisor.run(child))
 
 
-def send_outputs(channel: _Channel, out_dir: str, budget: int) -> None:
-    """Send the output folder's files on the stream (``wire.OUTPUTS_FRAME_PREFIX``)."""
+def send_outputs(channel: _Channel, out_dir: str, budget: int, status: int) -> None:
+    """End the stream with the output folder's files and the runner's exit status
+    (``wire.OUTPUTS_FRAME_PREFIX``)."""
     frames = FramedFile(lambda data: channel.send_output(OUTPUTS_FRAME_PREFIX, data),
                         _WIRE.OUTPUTS_FRAME_BYTES)
     with frames:
         cut = write_outputs_tar(frames, out_dir, budget)
-    channel.send_output(OUTPUTS_END_PREFIX, _WIRE.OUTPUTS_CUT if cut else b"")
+    channel.send_output(OUTPUTS_END_PREFIX, _WIRE.runner_end(status, cut))
 
 
 def write_outputs_tar(target: io.RawIOBase, out_dir: str, budget: int) -> bool:

@@ -20,13 +20,29 @@ process of the student's holds a descriptor of the sandbox's own output streams,
 keep them open past the run or write into them unframed."""
 OUTPUTS_FRAME_PREFIX = b'{"event": "outputs", "data": "'
 OUTPUTS_END_PREFIX = b'{"event": "outputs-end", "data": "'
-OUTPUTS_CUT = b"cut"
 OUTPUTS_FRAME_BYTES = 512 << 10
-"""With ``--send-outputs`` the supervisor sends the output folder on its stream once the run
-has ended, as a tar in frames of at most ``OUTPUTS_FRAME_BYTES`` bytes, then an end frame whose
-data is ``OUTPUTS_CUT`` if the files were over their budget: the host need not ask the engine
-for the folder (an archive request, 56 ms a grading). A stream without the end frame (the
-supervisor was killed) leaves the host to read the folder itself."""
+"""With ``--send-outputs`` the supervisor ends its stream with the output folder, once no
+process of the run is left: a tar in frames of at most ``OUTPUTS_FRAME_BYTES`` bytes, then an
+end frame (``runner_end``) with the runner's exit status and whether files were left out over
+the result budget. That frame is the last thing the runner does: the host knows the run has
+ended without asking the engine, and has its files without an archive request (56 ms of a
+grading, and 30 ms more until the engine closes the stream of an exited runner). A stream
+without the end frame (the supervisor was killed) leaves the host to ask the engine."""
+
+
+def runner_end(status: int, cut: bool) -> bytes:
+    """The end frame's data: ``STATUS`` or ``STATUS cut``."""
+    return f"{status} cut".encode() if cut else str(status).encode()
+
+
+def parse_runner_end(data: bytes) -> tuple[int, bool] | None:
+    """The exit status and the cut flag of an end frame's data; None if it is malformed."""
+    status, _, rest = data.partition(b" ")
+    if not (status.isdigit() and len(status) <= 3 and rest in (b"", b"cut")):
+        return None
+    end = (int(status), rest == b"cut")
+    return end if end[0] <= 255 and runner_end(*end) == data else None
+
 
 WALL_SLACK = 3.0
 """Time budgets (a call's, the whole run's) count the submission's CPU seconds, so that a busy

@@ -36,7 +36,7 @@ def _sent(out: Path, budget: int = BUDGET) -> bytes:
     stream = out.parent / "stream"
     fd = os.open(stream, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        probe_runner.send_outputs(probe_runner._Channel(fd), str(out), budget)
+        probe_runner.send_outputs(probe_runner._Channel(fd), str(out), budget, status=0)
     finally:
         os.close(fd)
     return stream.read_bytes()
@@ -55,9 +55,11 @@ def _decoded(stream: bytes, cuts: list[int], archive_limit: int = 4 * BUDGET) ->
 
 def _read_back(decoder: ChannelDecoder) -> tuple[bytes, dict[str, bytes], bool]:
     assert decoder.archive_end is not None and not decoder.archive.truncated
+    end = wire.parse_runner_end(decoder.archive_end)
+    assert end is not None and end[0] == 0
     forged, tensors, over = read_output_archive([bytes(decoder.archive.kept)], BUDGET,
                                                 stream_limit=4 * BUDGET)
-    return forged, tensors, over or decoder.archive_end == wire.OUTPUTS_CUT
+    return forged, tensors, over or end[1]
 
 
 names = st.from_regex(r"[0-9]{4}\.safetensors", fullmatch=True)
@@ -88,7 +90,7 @@ def test_a_file_over_what_is_left_of_the_budget_is_left_out_and_said_so(tmp_path
     out = _folder(tmp_path, {"0000.safetensors": b"a" * 100, "0001.safetensors": b"b" * 200,
                              "0002.safetensors": b"c" * 40})
     decoder = _decoded(_sent(out, budget=150), [])
-    assert decoder.archive_end == wire.OUTPUTS_CUT
+    assert decoder.archive_end == b"0 cut"
     _, tensors, over = _read_back(decoder)
     assert over
     # As the host reads an archive of the folder: the files after the one left out still count.
@@ -148,6 +150,17 @@ def test_a_print_of_the_students_cannot_pass_for_the_files() -> None:
 def test_frames_past_the_limit_are_counted_not_kept(tmp_path: Path) -> None:
     out = _folder(tmp_path, {"0000.safetensors": os.urandom(50_000)})
     decoder = _decoded(_sent(out), [], archive_limit=10_000)
-    assert decoder.archive_end == b""
+    assert decoder.archive_end == b"0"
     assert decoder.archive.truncated
     assert len(decoder.archive.kept) == 10_000
+
+
+@given(status=st.integers(min_value=0, max_value=255), cut=st.booleans())
+def test_the_end_frame_says_the_exit_status_and_the_cut(status: int, cut: bool) -> None:
+    assert wire.parse_runner_end(wire.runner_end(status, cut)) == (status, cut)
+
+
+@given(data=st.binary(max_size=12) | st.from_regex(rb"[0-9]{1,4}( cut)?", fullmatch=True))
+def test_a_malformed_end_frame_says_nothing(data: bytes) -> None:
+    end = wire.parse_runner_end(data)
+    assert end is None or wire.runner_end(*end) == data
