@@ -168,7 +168,9 @@ class RedisSource:
     def run(self, watch: StatusWatch) -> None:
         client = redis.Redis.from_url(self.url, socket_connect_timeout=5,
                                       health_check_interval=10)
-        pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        # redis-py types pubsub() in its newer releases only (8.2 does, 5.x does not).
+        pubsub = client.pubsub(  # type: ignore[no-untyped-call, unused-ignore]
+            ignore_subscribe_messages=True)
         try:
             pubsub.subscribe(self.channel)
             watch.wake()  # anything committed before the subscription was missed
