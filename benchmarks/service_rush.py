@@ -43,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -189,11 +190,39 @@ def settle(cgroup: str | None, *, at_least: float = 3.0, at_most: float = 120.0)
 
 PARTS = ("web", "worker / this process", "containers", "Docker daemons (shared)",
          "PostgreSQL (shared)", "Redis (shared)", "machine (everyone)")
+STARTS = "containers started"
+"""Counted beside the CPU parts: what a row's container CPU is made of."""
+
+
+class ContainerStarts:
+    """How many containers the engine has started since this was made, read off its event
+    stream in a thread (the engine keeps too few past events to ask afterwards)."""
+
+    def __init__(self) -> None:
+        import docker
+
+        self.count = 0
+        self._client = docker.from_env()
+        self._events = self._client.events(decode=True,
+                                           filters={"type": "container", "event": "start"})
+        threading.Thread(target=self._follow, daemon=True, name="container-starts").start()
+
+    def _follow(self) -> None:
+        for _ in self._events:
+            self.count += 1
+
+    def close(self) -> None:
+        self._events.close()
+        self._client.close()
+
+
+CONTAINER_STARTS: ContainerStarts | None = None
 
 
 def sample(roots: dict[str, int], cgroup: str | None) -> dict[str, float]:
     table = _processes()
     return {
+        STARTS: float(CONTAINER_STARTS.count if CONTAINER_STARTS is not None else 0),
         "web": tree_cpu(roots["web"], table) if "web" in roots else 0.0,
         "worker / this process": tree_cpu(roots["worker"], table),
         "containers": cgroup_cpu(cgroup),
@@ -202,6 +231,11 @@ def sample(roots: dict[str, int], cgroup: str | None) -> dict[str, float]:
         "Redis (shared)": named_cpu({"redis-server"}, table),
         "machine (everyone)": machine_busy(),
     }
+
+
+def spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """What each part used between two samples."""
+    return {part: after[part] - before[part] for part in (*PARTS, STARTS)}
 
 
 # -- contenders -----------------------------------------------------------------------------
@@ -272,7 +306,7 @@ def bare(items: list[Item], runs: int, backend_name: str, stack: ExitStack) -> O
     settle(cgroup)  # the refill of the pool is part of what a grading costs
     after = sample(roots, cgroup)
     return Outcome("bare pipeline", latency, elapsed, waits,
-                   {k: after[k] - before[k] for k in PARTS}, 0, (load, os.getloadavg()[0]))
+                   spent(before, after), 0, (load, os.getloadavg()[0]))
 
 
 def peer(items: list[Item], runs: int, image: str) -> Outcome:
@@ -306,7 +340,7 @@ def peer(items: list[Item], runs: int, image: str) -> Outcome:
     elapsed = time.perf_counter() - started
     after = sample(roots, cgroup)
     return Outcome("peer: docker run + pytest (2 at a time)", latency, elapsed, waits,
-                   {k: after[k] - before[k] for k in PARTS}, 0, (load, os.getloadavg()[0]))
+                   spent(before, after), 0, (load, os.getloadavg()[0]))
 
 
 def _worker_argv(cgroup: str | None) -> list[str]:
@@ -394,7 +428,7 @@ def service(name: str, items: list[Item], runs: int, backend_name: str, database
         waits = [f - r for r, f in zip(requested, finished, strict=True) if f is not None]
         failed = sum(1 for b in bodies if b["status"] != "graded")
         return Outcome(name, latency, max(done) - min(requested), waits,
-                       {k: after[k] - before[k] for k in PARTS}, failed,
+                       spent(before, after), failed,
                        (load, os.getloadavg()[0]), steps=latency_steps(database, seen))
     finally:
         stack.stop_all()
@@ -503,11 +537,14 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, items: list[Item],
             f"| {cpu:.2f} | {cpu / base_cpu:.2f}x | {outcome.failed} "
             f"| {outcome.load[0]:.1f} / {outcome.load[1]:.1f} |")
     lines += ["", "CPU seconds per submission in the rush, by process (the shared ones count "
-              "whatever else used them meanwhile):", "",
-              "| contender | " + " | ".join(PARTS) + " |", "|---|" + "---:|" * len(PARTS)]
+              "whatever else used them meanwhile), and the containers the engine started in "
+              "the rush and its pools' refill after it:", "",
+              "| contender | " + " | ".join(PARTS) + f" | {STARTS} |",
+              "|---|" + "---:|" * (len(PARTS) + 1)]
     for outcome in outcomes:
         lines.append(f"| {outcome.name} | " + " | ".join(
-            f"{outcome.cpu[p] / len(items):.2f}" for p in PARTS) + " |")
+            f"{outcome.cpu[p] / len(items):.2f}" for p in PARTS)
+            + f" | {outcome.cpu.get(STARTS, 0):.0f} |")
     lines += ["", "The one-at-a-time runs of the services, by step (median seconds; the "
               "server's timestamps, the last step the client's clock):", "",
               "| contender | " + " | ".join(STEPS) + " |", "|---|" + "---:|" * len(STEPS)]
@@ -552,9 +589,12 @@ def main() -> int:
                         "PostgreSQL + Redis rush; collapsed stacks written to this folder")
     args = parser.parse_args()
     LATENCY_GAP_SECONDS = args.latency_gap
+    global CONTAINER_STARTS
     started, load = datetime.datetime.now(datetime.UTC), os.getloadavg()[0]
     items = mixed(args.n)
     outcomes: list[Outcome] = []
+    if args.backend == "docker":
+        CONTAINER_STARTS = ContainerStarts()
     try:
         with ExitStack() as stack:
             outcomes.append(bare(items, args.latency_runs, args.backend, stack))
@@ -576,6 +616,8 @@ def main() -> int:
             outcomes.append(peer(items, args.latency_runs, peer_image()))
     finally:
         remove_own_cgroups()
+        if CONTAINER_STARTS is not None:
+            CONTAINER_STARTS.close()
         if outcomes:  # what was measured is kept even when a later contender failed
             print(report(outcomes, args, items, started, load))
     return 0
