@@ -296,7 +296,8 @@ class SandboxContainer:
         exit_code: int | None = None
         asked = started
         while True:
-            # Woken by the runner's end frame, its last act, or else by its stream closing.
+            # Woken by the runner's end frame, its last act, or else by its stream closing
+            # (an end frame whose files were cut at the stream's limit does not count).
             finished = self.output.finished.wait(_POLL_SECONDS)
             if self.output.flooded:
                 termination = Termination.OUTPUT_LIMIT
@@ -483,7 +484,8 @@ class _CappedOutput:
                                       archive_limit=out_archive_bytes(limits))
         self.closed = threading.Event()
         self.finished = threading.Event()
-        """Set when the runner's end frame came (``runner_end``) or the stream closed."""
+        """Set when the runner's end frame came with its files whole (``runner_end``), or when
+        the stream closed."""
         threading.Thread(target=self._drain, daemon=True, name="sandbox-output").start()
 
     def _drain(self) -> None:
@@ -491,7 +493,7 @@ class _CappedOutput:
             for out, err in self._stream:
                 if out:
                     self.channel.feed(out)
-                    if self.channel.archive_end is not None:
+                    if self.runner_end is not None:
                         self.finished.set()
                 if err:
                     self.stderr.add(err)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import io
 import os
+import queue
 import tarfile
 from pathlib import Path
 
@@ -17,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandbox import probe_runner, wire
-from sandbox.docker_sandbox import read_output_archive
+from sandbox.base import Limits
+from sandbox.docker_sandbox import _CappedOutput, out_archive_bytes, read_output_archive
 from sandbox.outputs import CappedStream, ChannelDecoder, collect_outputs
 
 BUDGET = 4 << 20
@@ -164,3 +166,32 @@ def test_the_end_frame_says_the_exit_status_and_the_cut(status: int, cut: bool) 
 def test_a_malformed_end_frame_says_nothing(data: bytes) -> None:
     end = wire.parse_runner_end(data)
     assert end is None or wire.runner_end(*end) == data
+
+
+def _follow(stream: bytes, limits: Limits) -> tuple[_CappedOutput, queue.Queue[bytes | None]]:
+    """The host's reader of a container's stream, fed ``stream`` and then left open."""
+    chunks: queue.Queue[bytes | None] = queue.Queue()
+    chunks.put(stream)
+    output = _CappedOutput(((chunk, None) for chunk in iter(chunks.get, None)), limits)
+    return output, chunks
+
+
+def test_the_end_frame_ends_the_wait_while_the_stream_is_still_open(tmp_path: Path) -> None:
+    out = _folder(tmp_path, {"0000.safetensors": b"kept"})
+    output, chunks = _follow(_sent(out), Limits())
+    assert output.finished.wait(5)
+    assert not output.closed.is_set()
+    assert output.runner_end == (0, False)
+    chunks.put(None)
+
+
+def test_files_over_the_streams_limit_leave_the_end_to_the_stream(tmp_path: Path) -> None:
+    limits = Limits(result_bytes=1 << 20, file_size_bytes=1 << 20)
+    big = os.urandom(out_archive_bytes(limits) + 1)
+    out = _folder(tmp_path, {"0000.safetensors": big})
+    output, chunks = _follow(_sent(out, budget=len(big)), limits)
+    assert not output.finished.wait(1)  # the engine is to say how the runner ended
+    assert output.channel.archive_end == b"0" and output.channel.archive.truncated
+    assert output.runner_end is None
+    chunks.put(None)
+    assert output.finished.wait(5) and output.closed.is_set()
