@@ -162,9 +162,12 @@ def _process_alive(pid: int) -> bool:
 
 
 def store_result(session: Session, claim_: Claim, document: dict[str, Any],
-                 announcer: Announcer = SILENT) -> bool:
+                 announcer: Announcer = SILENT, *,
+                 status_changed: Callable[[int], None] = lambda _submission_id: None) -> bool:
     """Write the result if the claim is still in force; False (nothing written) otherwise.
-    The announcer's deliveries are committed with the result and sent after it."""
+    The announcer's deliveries are committed with the result and sent after it;
+    ``status_changed`` is told before they are sent, so that the requests waiting on the
+    submission answer at once (sending the deliveries took 3-20 ms of every grading)."""
     submission = session.get(Submission, claim_.submission_id, populate_existing=True)
     assert submission is not None
     now = utcnow()
@@ -188,6 +191,7 @@ def store_result(session: Session, claim_: Claim, document: dict[str, Any],
                        attempt_token=claim_.token))
     announcer.record(session, submission, Event.GRADED)
     session.commit()
+    status_changed(claim_.submission_id)
     announcer.send(session, claim_.submission_id)
     return True
 
@@ -264,7 +268,8 @@ class SubmissionGrading:
             if claim_ is None:
                 return "skipped"
             outcome = self._grade_claimed(session, claim_)
-            self.status_changed(submission_id)
+            if outcome != "graded":  # a stored result has told its waiters already
+                self.status_changed(submission_id)
             return outcome
         except Exception as exc:
             if not is_connection_error(exc):
@@ -297,7 +302,8 @@ class SubmissionGrading:
             session.rollback()
             release(session, claim_, interrupted=False)
             return "released"
-        stored = store_result(session, claim_, document, self.announcer)
+        stored = store_result(session, claim_, document, self.announcer,
+                              status_changed=self.status_changed)
         return "graded" if stored else "skipped"
 
     def _ready_pipeline(self) -> GradingPipeline:

@@ -163,9 +163,12 @@ def test_no_sandbox_waits_without_using_attempts(pg_app: Flask, pg_factory: Fact
                 raise SandboxUnavailable("no Docker engine answers")
             return real.grade(*args, **kwargs)  # type: ignore[arg-type]
 
-    grader = SubmissionGrading(pipeline=lambda: Flaky(), policy=POLICY)  # type: ignore[arg-type,return-value]
+    woken: list[int] = []
+    grader = SubmissionGrading(pipeline=lambda: Flaky(), policy=POLICY,  # type: ignore[arg-type,return-value]
+                               status_changed=woken.append)
     outcomes = [grader.grade(db.session(), submission.id) for _ in range(6)]
     assert outcomes == [f"interrupted:{n}" for n in range(1, 7)]
+    assert woken == [submission.id] * 12  # its waiters hear of each claim and each release
     db.session().expire_all()
     waiting = db.session().get(Submission, submission.id)
     assert waiting is not None and waiting.status is SubmissionStatus.QUEUED
@@ -174,6 +177,7 @@ def test_no_sandbox_waits_without_using_attempts(pg_app: Flask, pg_factory: Fact
     assert (body["attempts"], body["interruptions"]) == (6, 6)
     engine_up = True
     assert grader.grade(db.session(), submission.id) == "graded"
+    assert woken == [submission.id] * 14  # the claim, then the result: once each
     db.session().expire_all()
     graded = db.session().get(Submission, submission.id)
     assert graded is not None and graded.status is SubmissionStatus.GRADED

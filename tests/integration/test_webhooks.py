@@ -197,6 +197,34 @@ def _make_due(delivery: WebhookDelivery) -> None:
     db.session().commit()
 
 
+def test_waiting_requests_hear_of_a_result_before_its_deliveries_are_sent(
+        hooked: Flask, hooked_factory: Factory, receiver: Receiver) -> None:
+    """The long polls answer as soon as the result is committed, not after the webhooks."""
+    channel, sent = _channel(hooked)
+    _endpoint(hooked_factory, receiver.url)
+    course = hooked_factory.courses["ml101"]
+    submission = submit(db.session(), user=hooked_factory.user("ada", course=course),
+                        assignment=hooked_factory.assignment(course),
+                        files=dict([corpus("attention", "syntax_missing_colon.py")]),
+                        limit=RateLimit(100, 60))
+    db.session().commit()
+    claimed = claim(db.session(), submission.id, GRADING)
+    assert claimed is not None
+    told: list[tuple[int, list[int], str]] = []
+
+    def status_changed(submission_id: int) -> None:
+        with db.database().engine.connect() as other:  # what a waiting request reads now
+            status = other.scalar(select(Submission.status)
+                                  .where(Submission.id == submission_id))
+        told.append((submission_id, list(sent), status.value))
+
+    assert store_result(db.session(), claimed, DOCUMENT, Announcer((channel,)),
+                        status_changed=status_changed)
+    (delivery,) = _deliveries()
+    assert told == [(submission.id, [], "graded")]
+    assert sent == [delivery.id]
+
+
 def test_graded_event_is_recorded_with_the_result_and_sent_once(
         hooked: Flask, hooked_factory: Factory, receiver: Receiver) -> None:
     channel, sent = _channel(hooked)
