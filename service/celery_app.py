@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery, Task
-from celery.signals import worker_process_init, worker_process_shutdown
+from celery.signals import after_task_publish, worker_process_init, worker_process_shutdown
 from flask import Flask
 
 from service import extensions
 from service.config import celery_settings
 from service.db import database
+from service.queue_wake import wake_address, waker
 
 
 def celery_init_app(app: Flask) -> Celery:
@@ -40,6 +41,9 @@ def celery_init_app(app: Flask) -> Celery:
         if grading is not None:
             grading.close()
 
+    address = wake_address(str(app.config["BROKER_URL"]))
+    if address is not None:  # an embedded queue: its worker learns of each task at once
+        after_task_publish.connect(waker(address), weak=False, dispatch_uid=address)
     worker_process_init.connect(after_fork, weak=False)
     worker_process_shutdown.connect(at_exit, weak=False)
     return celery

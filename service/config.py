@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from service.queue import REAP_TASK, SEND_DUE_TASK, SYNC_ALL_TASK
+from service.queue_wake import wakeable_broker_url
 
 ENV_PREFIX = "AUTOGRADE"
 log = logging.getLogger(__name__)
@@ -153,10 +154,11 @@ def celery_settings(config: Mapping[str, Any]) -> dict[str, Any]:
         # kombu hands these to create_engine. The SQL transport has no visibility timeout: a
         # message taken by a worker that dies is not redelivered, the reaper re-queues it.
         # (The worker's polling interval of the queue table is set by
-        # ``service.tasks.poll_queue_often``: kombu would hand it to create_engine too.)
+        # ``service.tasks.PollQueueOften``: kombu would hand it to create_engine too. Celery
+        # gets the queue through ``service.queue_wake``'s transport, which wakes the worker.)
         transport = {"connect_args": {"timeout": 30}}
     return {
-        "broker_url": config["BROKER_URL"],
+        "broker_url": wakeable_broker_url(str(config["BROKER_URL"])),
         "broker_transport_options": transport,
         "broker_connection_retry_on_startup": True,
         "broker_connection_retry": True,

@@ -236,8 +236,9 @@ QUEUE_POLL_SECONDS = 0.1
 class PollQueueOften(bootsteps.StartStopStep):  # type: ignore[misc]
     """A worker consumer step: a broker that is polled (the embedded default's queue table) is
     polled every 0.1 s instead of kombu's 1 s, which was the whole queue wait of a submission on
-    an idle machine; a poll is one cheap read of a small SQLite table. Brokers that push (Redis)
-    are left alone."""
+    an idle machine. The embedded queue's worker is woken by each task sent instead and reads
+    at this interval only where it cannot be (``service.queue_wake``). Brokers that push
+    (Redis) are left alone."""
 
     requires = ("celery.worker.consumer.connection:Connection",)
 
