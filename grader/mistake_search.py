@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from assignments import KnownMistake, ProbePlan
 from grader.compare import EVIDENCE_MARGIN, calls_match, forwards_match
-from grader.outcomes import CallOutcome
+from grader.outcomes import CallOutcome, Frame
 
 Hypothesis = frozenset[str]
 VariantRunner = Callable[[Hypothesis, str, bool], CallOutcome]
@@ -66,6 +66,9 @@ class MistakeSearch:
         # these is also what a rejected input got, it is the code crashing, not a rejection.
         self._crashes_on_accepted = {crash[1:] for c in self._value_calls if c in student
                                      if (crash := _first_crash(student[c])) is not None}
+        # Where the student's code raised on inputs the contract accepts, by raise site.
+        self._raised_on_accepted = {c: site for c in self._value_calls if c in student
+                                    if (site := _raise_site(student[c])) is not None}
         self._outcomes: dict[tuple[Hypothesis, str], CallOutcome] = {}
         self._forms_found: dict[tuple[Hypothesis, str], Hypothesis | None] = {}
         self._moved: dict[tuple[str, str], bool] = {}
@@ -236,11 +239,21 @@ class MistakeSearch:
             if not (student_fixed and variant_fixed):
                 return student_fixed == variant_fixed
         if calls_match(student, variant, nan_is_wildcard=True):
-            return True
+            return not self._raises_regardless(hypothesis, call_id)
         # Where the variant stays within the evidence margin of the reference, this call cannot
         # tell them apart: a student near the reference is consistent with it (and no evidence).
         return bool(hypothesis) and calls_match(variant, reference, margin=EVIDENCE_MARGIN) and (
             calls_match(student, reference, margin=EVIDENCE_MARGIN))
+
+    def _raises_regardless(self, hypothesis: Hypothesis, call_id: str) -> bool:
+        """Whether the student's exception in the call is one its code also raises where the
+        hypothesis's variant returns values: the code's own failure (a validation that always
+        raises), which the variant raising here too, for its own reason, does not explain."""
+        site = _raise_site(self._student[call_id])
+        return site is not None and any(
+            other != call_id and other_site == site
+            and self._outcome(hypothesis, other).first_raised is None
+            for other, other_site in self._raised_on_accepted.items())
 
     # The answer.
 
@@ -315,6 +328,16 @@ def _first_crash(outcome: CallOutcome) -> tuple[int, str, str] | None:
                 return None
             return index, forward.raised.type, forward.raised.message
     return None
+
+
+def _raise_site(outcome: CallOutcome) -> tuple[str, tuple[Frame, ...], str] | None:
+    """Where the call's first exception came from: its type and the student's lines it went
+    through. Not its message where a line is known: the message may carry the input's shapes,
+    which differ from call to call while the failing check is the same."""
+    raised = outcome.first_raised
+    if raised is None:
+        return None
+    return raised.type, raised.frames, "" if raised.frames else raised.message
 
 
 def _raised_or_nan(outcome: CallOutcome) -> bool:
