@@ -251,6 +251,9 @@ class Outcome:
     load: tuple[float, float]
     steps: dict[str, list[float]] | None = None
     """The one-at-a-time runs split by the server's timestamps (services only)."""
+    retried: int | None = None
+    """Gradings of the rush started again (a sandbox error, a lost worker): each costs one
+    more container (services only)."""
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -429,7 +432,8 @@ def service(name: str, items: list[Item], runs: int, backend_name: str, database
         failed = sum(1 for b in bodies if b["status"] != "graded")
         return Outcome(name, latency, max(done) - min(requested), waits,
                        spent(before, after), failed,
-                       (load, os.getloadavg()[0]), steps=latency_steps(database, seen))
+                       (load, os.getloadavg()[0]), steps=latency_steps(database, seen),
+                       retried=sum(b["attempts"] - 1 for b in bodies))
     finally:
         stack.stop_all()
 
@@ -524,8 +528,9 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, items: list[Item],
         f"Submissions: {len(items)} from {', '.join(kinds)}",
         "",
         "| contender | latency p50 | p95 | rush: subs/s | vs bare | wait p50 | wait p95 "
-        "| CPU s/sub (web+worker+containers) | vs bare | failed | load before/after |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| CPU s/sub (web+worker+containers) | vs bare | failed | retried "
+        "| load before/after |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for outcome in outcomes:
         rate = len(items) / outcome.rush_seconds
@@ -535,6 +540,7 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, items: list[Item],
             f"| {percentile(outcome.latency, 0.95):.2f} s | {rate:.2f} | {rate / base_rate:.2f}x "
             f"| {statistics.median(outcome.waits):.1f} s | {percentile(outcome.waits, 0.95):.1f} s "
             f"| {cpu:.2f} | {cpu / base_cpu:.2f}x | {outcome.failed} "
+            f"| {'-' if outcome.retried is None else outcome.retried} "
             f"| {outcome.load[0]:.1f} / {outcome.load[1]:.1f} |")
     lines += ["", "CPU seconds per submission in the rush, by process (the shared ones count "
               "whatever else used them meanwhile), and the containers the engine started in "
