@@ -38,6 +38,9 @@ SCHEME = "sqlawake"
 TRANSPORT_ALIASES[SCHEME] = f"{__name__}:Transport"
 
 WAKE_BACKSTOP_SECONDS = 1.0
+LISTEN_RETRY_SECONDS = 30.0
+"""How often a worker that could not take the name tries again (its holder may have ended: a
+worker restarted while the old one was still shutting down)."""
 SQLITE_FILE = "sqlite:///"
 
 
@@ -84,7 +87,8 @@ class Transport(sql_transport.Transport):
         super().__init__(client, **kwargs)  # type: ignore[no-untyped-call]
         self._address = wake_address(str(client.hostname or ""))
         self._listener: socket.socket | None = None
-        self._listening_tried = False
+        self._next_listen_try = 0.0  # monotonic; none before the first wait
+        self._told_not_listening = False
 
     def drain_events(  # type: ignore[override]  # as kombu's virtual transport has it
             self, connection: Any, timeout: Any = None) -> None:
@@ -110,18 +114,26 @@ class Transport(sql_transport.Transport):
 
     def _listen(self) -> socket.socket | None:
         """The wake socket, bound on the first wait of a consuming process (a process that only
-        sends never binds it); None when it cannot be had."""
-        if self._listening_tried or self._address is None:
+        sends never binds it); None while it cannot be had, tried again now and then."""
+        if self._listener is not None or self._address is None:
             return self._listener
-        self._listening_tried = True
+        now = time.monotonic()
+        if now < self._next_listen_try:
+            return None
+        self._next_listen_try = now + LISTEN_RETRY_SECONDS
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
             listener.bind(self._address)
         except OSError as exc:
             listener.close()
-            log.info("queue: not woken on new tasks (%s); reading it every %.1f s",
-                     exc.strerror or type(exc).__name__, self.polling_interval)
+            if not self._told_not_listening:
+                self._told_not_listening = True
+                log.info("queue: not woken on new tasks (%s); reading it every %.1f s",
+                         exc.strerror or type(exc).__name__, self.polling_interval)
             return None
+        if self._told_not_listening:
+            self._told_not_listening = False
+            log.info("queue: woken on new tasks again")
         listener.setblocking(False)
         self._listener = listener
         return listener
@@ -129,7 +141,7 @@ class Transport(sql_transport.Transport):
     def close_connection(self, connection: Any) -> None:
         if self._listener is not None:
             self._listener.close()
-            self._listener, self._listening_tried = None, False
+            self._listener, self._next_listen_try = None, 0.0
         super().close_connection(connection)  # type: ignore[no-untyped-call]
 
 

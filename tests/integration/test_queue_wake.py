@@ -7,7 +7,6 @@ tested, so a task that arrives is one the wake brought.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -31,14 +30,22 @@ def _url(tmp_path: Path) -> str:
     return f"sqla+sqlite:///{tmp_path / 'broker.db'}"
 
 
-class Consumer:
-    """A connection draining one queue in a thread, as a worker's loop does (2 s at a time)."""
+STOP = {"stop": True}
+"""The message a test consumer is stopped by (with its wake): its wait may be a long one."""
 
-    def __init__(self, url: str, name: str = "grading", *, interval: float = 1.0) -> None:
+
+class Consumer:
+    """A connection draining one queue in a thread, as a worker's loop does: ``drain_events``
+    ``drain_seconds`` at a time (2 s in Celery), each call reading the queue first."""
+
+    def __init__(self, url: str, name: str = "grading", *, interval: float = 1.0,
+                 drain_seconds: float = 2.0) -> None:
+        self.url, self.name = url, name
         self.connection = Connection(wakeable_broker_url(url))
         self.connection.transport.polling_interval = interval  # its reads without a wake
         self.queue = Queue(name, Exchange(name), routing_key=name)
         self.received: list[tuple[Any, float]] = []
+        self._drain_seconds = drain_seconds
         self._stop = threading.Event()
         self._consumer = self.connection.Consumer([self.queue], callbacks=[self._got],
                                                   accept=["json"])
@@ -47,13 +54,14 @@ class Consumer:
         self._thread.start()
 
     def _got(self, body: Any, message: Any) -> None:
-        self.received.append((body, time.monotonic()))
+        if body != STOP:
+            self.received.append((body, time.monotonic()))
         message.ack()
 
     def _drain(self) -> None:
         while not self._stop.is_set():
             try:
-                self.connection.drain_events(timeout=2.0)
+                self.connection.drain_events(timeout=self._drain_seconds)
             except TimeoutError:
                 continue
 
@@ -65,30 +73,34 @@ class Consumer:
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        _send(self.url, STOP, self.name)
+        address = wake_address(self.url)
+        if address is not None:
+            waker(address)()
+        self._thread.join(timeout=10)
+        assert not self._thread.is_alive(), "the consumer did not stop"
         self.connection.release()
 
 
 @pytest.fixture
 def consumer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Consumer]:
     monkeypatch.setattr(queue_wake, "WAKE_BACKSTOP_SECONDS", LONG)
-    drained = Consumer(_url(tmp_path), interval=LONG)
+    drained = Consumer(_url(tmp_path), interval=LONG, drain_seconds=LONG)
     assert _eventually(lambda: _bound(wake_address(_url(tmp_path))))
     yield drained
     drained.close()
 
 
 def _bound(address: bytes | None) -> bool:
-    """Whether a worker holds the name (trying to take it, and giving it back at once)."""
-    assert address is not None
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    try:
-        probe.bind(address)
-    except OSError:
-        return True
-    finally:
-        probe.close()
-    return False
+    """Whether a worker holds the name, read from the kernel's list of Unix sockets.
+
+    Not by trying to bind it: a probe that holds the name for a moment can take it from the
+    worker binding at that moment, which then reads at its interval for good.
+    """
+    assert address is not None and address.startswith(b"\0")
+    name = "@" + address[1:].decode()
+    with open("/proc/net/unix", encoding="utf-8", errors="replace") as sockets:
+        return any(line.rstrip("\n").endswith(" " + name) for line in sockets)
 
 
 def _send(url: str, body: dict[str, int], name: str = "grading") -> None:
@@ -106,7 +118,8 @@ def test_a_task_sent_wakes_the_worker_at_once(tmp_path: Path, consumer: Consumer
     for n in range(3):
         _send(url, {"n": n})
         wake()
-        assert consumer.wait_for(n + 1, LONG / 4), "the wake did not reach the worker"
+        # The consumer reads the queue without a wake only once a minute.
+        assert consumer.wait_for(n + 1, 5.0), "the wake did not reach the worker"
     assert [body for body, _ in consumer.received] == [{"n": 0}, {"n": 1}, {"n": 2}]
 
 
@@ -132,6 +145,30 @@ def test_a_second_worker_on_the_queue_reads_it_at_its_interval(
         assert second.wait_for(1, 30.0)
     finally:
         second.close()
+
+
+def test_a_worker_takes_the_name_once_its_holder_has_ended(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A worker restarted while the old one still held the name is woken once it is gone."""
+    caplog.set_level("INFO", logger="service.queue_wake")
+    monkeypatch.setattr(queue_wake, "WAKE_BACKSTOP_SECONDS", LONG)
+    monkeypatch.setattr(queue_wake, "LISTEN_RETRY_SECONDS", 0.2)
+    url = _url(tmp_path)
+    old = Consumer(url, interval=LONG)
+    assert _eventually(lambda: _bound(wake_address(url)))
+    new = Consumer(url, interval=LONG)  # a read each 2 s, when its drain_events call returns
+    try:
+        assert _eventually(lambda: "not woken" in caplog.text)
+        old.close()
+        assert _eventually(lambda: "woken on new tasks again" in caplog.text, seconds=15.0)
+        address = wake_address(url)
+        assert address is not None
+        _send(url, {"n": 1})
+        waker(address)()
+        assert new.wait_for(1, 5.0), "the wake did not reach the new worker"
+    finally:
+        new.close()
 
 
 def _eventually(condition: Any, seconds: float = 10.0) -> bool:

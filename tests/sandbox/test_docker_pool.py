@@ -91,7 +91,9 @@ def test_the_janitor_removes_expired_and_orphaned_containers_only(
         created[kind] = container
     try:
         janitor = Janitor(docker_client, workdir=DockerSettings().workdir)
-        assert janitor.sweep() >= 2
+        # Not a count of two: another janitor on this engine (a worker of another test) may
+        # remove the expired container first. What is left afterwards is what matters.
+        janitor.sweep()
         for kind, container in created.items():
             if kind == "live":
                 container.reload()
