@@ -70,9 +70,19 @@ def _exec(argv: list[str]) -> int:
     return 0  # not reached
 
 
+KEEP_ALIVE_SECONDS = 75
+"""How long the web server keeps an idle connection open for its client's next request.
+
+gunicorn's default, 2 s, is shorter than a client's pause between two requests of a script,
+and a request sent just as the server closes the connection fails ("connection reset", "remote
+end closed"; a POST is not retried). Longer than a proxy's usual 60 s: the proxy, not the
+server, closes first. An idle connection waits in the server's poller, not in a thread."""
+
+
 def _serve(args: argparse.Namespace) -> int:
     return _exec([sys.executable, "-m", "gunicorn", "--bind", f"{args.host}:{args.port}",
                   "--workers", str(args.workers), "--threads", "4", "--timeout", "60",
+                  "--keep-alive", str(KEEP_ALIVE_SECONDS),
                   "--access-logfile", "-", "service.app:create_app()"])
 
 

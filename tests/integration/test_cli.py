@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -145,6 +147,26 @@ def test_a_students_session_on_a_real_server(server: Stack) -> None:
     assert logout.returncode == 0 and f"Logged out of {server.url}." in logout.stdout
     after = server.autograde("whoami")
     assert after.returncode == 2 and "not logged in" in after.stderr
+
+
+def test_a_connection_kept_alive_serves_a_request_after_a_pause(server: Stack) -> None:
+    """A script that pauses between two requests reuses its connection (gunicorn's own
+    keep-alive, 2 s, closed it under the second request: "connection reset")."""
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    request = f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        answers = connection.makefile("rb")
+        for pause in (0.0, 3.0):
+            time.sleep(pause)
+            connection.sendall(request)
+            status = answers.readline()
+            assert status.startswith(b"HTTP/1.1 200"), (pause, status)
+            length = 0
+            while (line := answers.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode("latin-1").partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            answers.read(length)
 
 
 def test_a_revoked_token_is_told_apart_from_no_login(server: Stack) -> None:
