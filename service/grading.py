@@ -161,9 +161,13 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+def nobody_waits(_submission_id: int) -> None:
+    """The ``status_changed`` of a caller with no requests to wake (a script, a test)."""
+
+
 def store_result(session: Session, claim_: Claim, document: dict[str, Any],
                  announcer: Announcer = SILENT, *,
-                 status_changed: Callable[[int], None] = lambda _submission_id: None) -> bool:
+                 status_changed: Callable[[int], None] = nobody_waits) -> bool:
     """Write the result if the claim is still in force; False (nothing written) otherwise.
     The announcer's deliveries are committed with the result and sent after it;
     ``status_changed`` is told before they are sent, so that the requests waiting on the
@@ -246,7 +250,7 @@ class SubmissionGrading:
 
     def __init__(self, *, pipeline: Callable[[], GradingPipeline], policy: GradingPolicy,
                  announcer: Announcer = SILENT,
-                 status_changed: Callable[[int], None] = lambda _submission_id: None) -> None:
+                 status_changed: Callable[[int], None] = nobody_waits) -> None:
         self._pipeline_factory = pipeline
         self.announcer = announcer
         # Called after each committed status change (claimed, stored, given up, released):
@@ -362,7 +366,7 @@ def _quiet_rollback(session: Session) -> None:
 
 def reap(session: Session, *, policy: GradingPolicy, queued_stale_seconds: int,
          enqueue: Callable[[int], None], announcer: Announcer = SILENT,
-         status_changed: Callable[[int], None] = lambda _submission_id: None) -> dict[str, int]:
+         status_changed: Callable[[int], None] = nobody_waits) -> dict[str, int]:
     """Re-queue submissions stuck in ``queued`` or ``running``; fail those out of attempts.
     ``status_changed`` is told of each one moved out of ``running`` (its waiters wake)."""
     now = utcnow()
