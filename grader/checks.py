@@ -240,7 +240,7 @@ def _raises_value_error(call: ProbeCall, student: CallOutcome, reference: CallOu
                         context: CheckContext) -> str | None:
     for got in student.forwards:
         if got.raised is not None and got.raised.value_error:
-            return None
+            return _raised_on_valid_input_too(student, context)
         if got.raised is not None:
             return f"it raised {got.raised.type} instead of ValueError."
     if student.forwards and student.forwards[0].status == "ok":
@@ -248,6 +248,27 @@ def _raises_value_error(call: ProbeCall, student: CallOutcome, reference: CallOu
         if any(o is not None and torch.isnan(o.double()).any() for o in outputs):
             return "it returned NaN values instead of raising ValueError."
     return "it returned normally instead of raising ValueError."
+
+
+def _raised_on_valid_input_too(student: CallOutcome, context: CheckContext) -> str | None:
+    """Why the call's ValueError is no rejection of its input, or None: the code raises it,
+    from the same lines, on input the contract accepts, and returns on no such input (a check
+    that rejects everything). Code that rejects some valid input for another mistake (a causal
+    mask that leaves row 0 no key) still tells invalid input from the rest."""
+    site = student.raise_site
+    same_site = None
+    for other in context.plan.calls:
+        got, want = context.student.get(other.id), context.reference.get(other.id)
+        if got is None or want is None or want.rejected or not got.usable:
+            continue
+        if got.first_raised is None:
+            return None  # it returns on valid input
+        if same_site is None and got.raise_site == site:
+            same_site = other
+    if same_site is None:
+        return None
+    return (f"it raises this ValueError on valid input too ({same_site.describe}), and on every "
+            "valid input, so it does not tell invalid input from valid.")
 
 
 def _weights(forward: Forward) -> torch.Tensor | None:

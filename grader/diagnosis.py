@@ -270,6 +270,10 @@ DEFINING_CHECKS = {"causal-no-leak": "causal-leak"}
 # design, judged against the student's own other calls): their failure there is the mistake,
 # unless the call already failed otherwise (it raised, or the interface did not match).
 PROPERTY_CHECKS = {"dropout": "dropout-wrong"}
+# A validation check can fail on a call that matched the reference, which raised ValueError
+# there too: the student's code raises it on valid input as well (``grader.checks``). That is
+# its own error, told where the code raised on valid input: ``runtime-error``.
+REJECTING_EVERYTHING = ("raises-value-error", "runtime-error")
 
 
 def with_defining_checks(findings: list[Finding], plan: ProbePlan,
@@ -292,6 +296,12 @@ def with_defining_checks(findings: list[Finding], plan: ProbePlan,
                                        and c not in failed_otherwise))]
     if properties:
         findings = _merge([*findings, *properties])
+    covered = {c for f in findings for c in f.calls}
+    kind, code = REJECTING_EVERYTHING
+    rejecting = tuple(c for failed_kind, calls in failed if failed_kind == kind
+                      for c in calls if c not in covered)
+    if rejecting:
+        findings = _merge([*findings, Finding(code, rejecting)])
     if not added:
         return findings
     groups = {plan.call(call).group for finding in added for call in finding.calls}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from assignments import KnownMistake, ProbePlan
 from grader.compare import EVIDENCE_MARGIN, calls_match, forwards_match
-from grader.outcomes import CallOutcome, Frame
+from grader.outcomes import CallOutcome
 
 Hypothesis = frozenset[str]
 VariantRunner = Callable[[Hypothesis, str, bool], CallOutcome]
@@ -61,14 +61,14 @@ class MistakeSearch:
         self._forms = {m.id: m.forms for m in mistakes if m.forms}
         self._crashing = frozenset(m.id for m in mistakes if m.crashes)
         # Calls whose reference returned values (it did not reject the input).
-        self._value_calls = [c.id for c in plan.calls if not _reference_rejects(reference[c.id])]
+        self._value_calls = [c.id for c in plan.calls if not reference[c.id].rejected]
         # The student's crashes on inputs the contract accepts (type and message): where one of
         # these is also what a rejected input got, it is the code crashing, not a rejection.
         self._crashes_on_accepted = {crash[1:] for c in self._value_calls if c in student
                                      if (crash := _first_crash(student[c])) is not None}
         # Where the student's code raised on inputs the contract accepts, by raise site.
         self._raised_on_accepted = {c: site for c in self._value_calls if c in student
-                                    if (site := _raise_site(student[c])) is not None}
+                                    if (site := student[c].raise_site) is not None}
         self._outcomes: dict[tuple[Hypothesis, str], CallOutcome] = {}
         self._forms_found: dict[tuple[Hypothesis, str], Hypothesis | None] = {}
         self._moved: dict[tuple[str, str], bool] = {}
@@ -125,7 +125,7 @@ class MistakeSearch:
         crash is consistent with the mistake but no evidence of it."""
         if self._matches_reference(call_id):
             return False
-        if _reference_rejects(self._reference[call_id]):
+        if self._reference[call_id].rejected:
             # Anything but ValueError there is the evidence itself, unless it is the crash the
             # code also has where the contract accepts the input (a constructor that always
             # raises did not forget the validation).
@@ -178,7 +178,7 @@ class MistakeSearch:
     def _same_crash(self, hypothesis: Hypothesis, call_id: str) -> bool:
         """Whether a crashing mistake of the hypothesis shows in the call: the student raised,
         where the reference returns, exactly the variant's exception (type, message, step)."""
-        if not hypothesis & self._crashing or _reference_rejects(self._reference[call_id]):
+        if not hypothesis & self._crashing or self._reference[call_id].rejected:
             return False
         student = _first_crash(self._student[call_id])
         return student is not None and student == _first_crash(self._outcome(hypothesis, call_id))
@@ -229,7 +229,7 @@ class MistakeSearch:
         call = self._plan.call(call_id)
         student, variant = self._student[call_id], self._outcome(hypothesis, call_id)
         reference = self._reference[call_id]
-        if _reference_rejects(reference):
+        if reference.rejected:
             # The contract's answer here is ValueError: whether each side gives it is all that
             # counts (NaN, zeros or an AssertionError all mean "not rejected").
             return _rejections(student) == _rejections(variant)
@@ -249,7 +249,7 @@ class MistakeSearch:
         """Whether the student's exception in the call is one its code also raises where the
         hypothesis's variant returns values: the code's own failure (a validation that always
         raises), which the variant raising here too, for its own reason, does not explain."""
-        site = _raise_site(self._student[call_id])
+        site = self._student[call_id].raise_site
         return site is not None and any(
             other != call_id and other_site == site
             and self._outcome(hypothesis, other).first_raised is None
@@ -302,11 +302,6 @@ def _groups(plan: ProbePlan, call_ids: list[str]) -> dict[str, list[str]]:
     return groups
 
 
-def _reference_rejects(reference: CallOutcome) -> bool:
-    """Whether the reference raised ValueError in the call: the contract rejects its input."""
-    return any(f.raised is not None and f.raised.value_error for f in reference.forwards)
-
-
 def _rejections(outcome: CallOutcome) -> tuple[bool, ...]:
     """Per step of a call, whether it raised ValueError."""
     return tuple(f.raised is not None and f.raised.value_error for f in outcome.forwards) or (
@@ -328,16 +323,6 @@ def _first_crash(outcome: CallOutcome) -> tuple[int, str, str] | None:
                 return None
             return index, forward.raised.type, forward.raised.message
     return None
-
-
-def _raise_site(outcome: CallOutcome) -> tuple[str, tuple[Frame, ...], str] | None:
-    """Where the call's first exception came from: its type and the student's lines it went
-    through. Not its message where a line is known: the message may carry the input's shapes,
-    which differ from call to call while the failing check is the same."""
-    raised = outcome.first_raised
-    if raised is None:
-        return None
-    return raised.type, raised.frames, "" if raised.frames else raised.message
 
 
 def _raised_or_nan(outcome: CallOutcome) -> bool:

@@ -108,6 +108,22 @@ class CallOutcome:
                 return forward.raised
         return None
 
+    @property
+    def rejected(self) -> bool:
+        """Whether a step of the call raised ValueError (of the reference: the contract
+        rejects the call's input)."""
+        return any(f.raised is not None and f.raised.value_error for f in self.forwards)
+
+    @property
+    def raise_site(self) -> tuple[str, tuple[Frame, ...], str] | None:
+        """Where the call's first exception came from: its type and the student's lines it
+        went through. Not its message where a line is known: the message may carry the input's
+        shapes, which differ from call to call while the failing check is the same."""
+        raised = self.first_raised
+        if raised is None:
+            return None
+        return raised.type, raised.frames, "" if raised.frames else raised.message
+
 
 @dataclass(frozen=True)
 class IntegrityFlag:
