@@ -73,7 +73,6 @@ _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 _LAST_CAPABILITY = 63
-_POLL_SECONDS = 0.002
 _SETPRIV = "/usr/bin/setpriv"
 FRAME_BYTES = 1 << 20
 """Most bytes in one frame of output files (the host refuses larger frames)."""
@@ -116,8 +115,7 @@ def main(argv: list[str]) -> None:
     number = 0
     while True:
         job_dir = os.path.join(jobs_dir, str(number))
-        while not os.path.isdir(job_dir):
-            time.sleep(_POLL_SECONDS)
+        probe_runner.wait_for(job_dir, float(settings["wait_poll_seconds"]))
         uid = int(settings["uid_base"]) + number
         root = os.path.join(out_dir, str(number))
         status = _serve(job_dir, root, uid, settings, stream)

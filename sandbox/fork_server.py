@@ -47,6 +47,7 @@ from sandbox.docker_sandbox import (
     LABEL_ROLE,
     OUT_MOUNT,
     ROLE_SANDBOX,
+    WOKEN_WAIT_POLL_SECONDS,
     ContainerSpec,
     SandboxContainer,
     _CappedOutput,
@@ -134,6 +135,7 @@ def server_settings(limits: Limits, uid_base: int) -> dict[str, Any]:
         "tmpfs_bytes": limits.tmpfs_bytes,
         "jobs_mount": JOB_MOUNT,
         "out_bytes": out_volume_bytes(limits),
+        "wait_poll_seconds": WOKEN_WAIT_POLL_SECONDS,  # the mode runs under runc only
     }
 
 
