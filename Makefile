@@ -4,7 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run grade-example test test-fast lint bench check-assignments clean docker-engine
+.PHONY: install run grade-example test test-fast lint docs docs-build bench check-assignments clean \
+	docker-engine
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +49,15 @@ lint: $(STAMP)
 	$(BIN)/mypy grader sandbox assignments service
 	for hidden in assignments/*/hidden; do $(BIN)/mypy "$$hidden"/*.py || exit 1; done
 
+## The documentation site (docs/, mkdocs.yml), served with live reload at http://127.0.0.1:8001
+## (8000 is `make run`'s).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8001
+
+## The site built strictly into site/: a broken link or anchor fails it (CI runs this).
+docs-build: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 check-assignments: $(STAMP)
 	$(BIN)/autograde assignments check attention
 	$(BIN)/autograde assignments check multi-head-attention
@@ -56,7 +66,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/grading_phases.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info site
 
 ## The Docker sandbox: its image (built offline if need be, reused when up to date) and the
 ## tests that need an engine (scripts/ensure-docker.sh starts one where there is none).
