@@ -94,7 +94,8 @@ class SeededCourse:
 def _document(rng: random.Random, checks: int, maximum: float) -> tuple[float, list[str],
                                                                          dict[str, Any]]:
     per = maximum / checks
-    tests, codes = [], []
+    tests: list[dict[str, Any]] = []
+    codes: list[str] = []
     for number in range(1, checks + 1):
         passed = rng.random() < 0.7
         tags = [] if passed else [rng.choice(CODES)]
