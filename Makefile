@@ -45,8 +45,8 @@ docker-engine:
 	else echo "!! no Docker engine could be started: docker tests will be skipped (they fail in CI)"; fi
 
 lint: $(STAMP)
-	$(BIN)/ruff check grader sandbox assignments service benchmarks tests
-	$(BIN)/mypy grader sandbox assignments service
+	$(BIN)/ruff check grader sandbox assignments service devkit benchmarks tests
+	$(BIN)/mypy grader sandbox assignments service devkit
 	for hidden in assignments/*/hidden; do $(BIN)/mypy "$$hidden"/*.py || exit 1; done
 
 ## The documentation site (docs/, mkdocs.yml), served with live reload at http://127.0.0.1:8001

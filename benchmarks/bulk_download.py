@@ -6,7 +6,7 @@ Usage::
     .venv/bin/python benchmarks/bulk_download.py [--students 50,100,300] [--submissions 3]
         [--kib 64]
 
-For each class size a child process seeds a course (``tests.gradebookkit.seed_course``, each
+For each class size a child process seeds a course (``devkit.courses.seed_course``, each
 submission given one file of ``--kib`` KiB of poorly compressible text), then another child
 process creates the app, resets its peak RSS (``/proc/self/clear_refs``), downloads the counted
 zip and the every-submission zip through the app, reading the stream chunk by chunk and
@@ -32,7 +32,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.servicekit import PG_ADMIN
+from devkit.stack import PG_ADMIN
 
 
 def _rss_kib(field: str) -> int:
@@ -49,10 +49,10 @@ def _reset_peak() -> None:
 def seed(url: str, students: int, submissions: int, kib: int) -> None:
     from sqlalchemy import insert, select
 
+    from devkit.courses import seed_course
     from service import db
     from service.app import create_app
     from service.models import Submission, SubmissionFile
-    from tests.gradebookkit import seed_course
 
     app = create_app({"DATABASE_URL": url, "BROKER_URL": "memory://",
                       "SANDBOX_BACKEND": "local"})
@@ -82,8 +82,8 @@ def _source(rng: random.Random, kib: int) -> bytes:
 
 
 def measure(url: str, teacher: int, code: str, slug: str) -> None:
+    from devkit.courses import signed_in
     from service.app import create_app
-    from tests.gradebookkit import signed_in
 
     app = create_app({"DATABASE_URL": url, "BROKER_URL": "memory://",
                       "SANDBOX_BACKEND": "local"})

@@ -26,7 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import os
 
-from tests.servicekit import CORPUS, PASSWORD, PG_ADMIN, REDIS_URL, Stack, free_port
+from devkit.courses import PASSWORD
+from devkit.paths import CORPUS
+from devkit.stack import PG_ADMIN, REDIS_URL, Stack, free_port
 
 
 def _stack(tmp: Path, database: str, concurrency: int) -> Stack:

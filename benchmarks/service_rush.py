@@ -72,7 +72,8 @@ from benchmarks.docker_vs_peer import (  # noqa: E402
     process_cpu,
     submission_dir,
 )
-from tests.servicekit import PASSWORD, PG_ADMIN, REDIS_URL, Stack, free_port  # noqa: E402
+from devkit.courses import PASSWORD  # noqa: E402
+from devkit.stack import PG_ADMIN, REDIS_URL, Stack, free_port  # noqa: E402
 
 SLUGS = {"attention": "attention.py", "multi-head-attention": "mha.py"}
 CORPORA = (ROOT / "tests" / "corpus-realworld", ROOT / "tests" / "corpus")

@@ -1,17 +1,28 @@
-"""Shared fixtures: the shipped assignments, a grading pipeline on the local sandbox, the corpus."""
+"""Shared fixtures: the shipped assignments, a grading pipeline on the local sandbox, and the
+grading service's: a database per test (SQLite or PostgreSQL), apps, factories, running server
+and worker processes, a real webhook receiver."""
 
 from __future__ import annotations
 
+import os
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
+from flask import Flask
+from flask.testing import FlaskClient
 
 from assignments import Assignment, load_assignment
+from devkit.courses import Factory
+from devkit.stack import PG_ADMIN, REDIS_URL, Stack, free_port, unavailable
+from devkit.webhooks import Receiver, serve
 from grader.pipeline import GradingPipeline
 from sandbox.local import LocalBackend
-
-TESTS = Path(__file__).resolve().parent
-CORPUS = TESTS / "corpus"
+from service import db
+from service.app import create_app
 
 
 @pytest.fixture(scope="session")
@@ -29,10 +40,109 @@ def local_pipeline() -> GradingPipeline:
     return GradingPipeline(backend=LocalBackend())
 
 
-def corpus_file(slug: str, name: str) -> dict[str, bytes]:
-    """A corpus submission as the files mapping the pipeline takes."""
-    return {name: (CORPUS / slug / name).read_bytes()}
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'autograde.db'}"
+    db.upgrade(url)
+    return url
 
 
-from tests.servicekit import *  # noqa: E402, F403 - the grading service's fixtures
-from tests.webhookkit import receiver  # noqa: E402, F401 - a real webhook receiver
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database, migrated, dropped afterwards."""
+    name = f"autograde_test_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as exc:
+        unavailable(f"PostgreSQL is not reachable: {exc}")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    try:
+        db.upgrade(url)
+        yield url
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def queue_name() -> str:
+    """A queue of this test's own, so tests sharing one Redis never take each other's tasks."""
+    return f"grading-test-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def make_app(tmp_path: Path) -> Callable[..., Flask]:
+    def build(database_url: str, **overrides: Any) -> Flask:
+        config = {"DATABASE_URL": database_url, "BROKER_URL": "memory://",
+                  "SANDBOX_BACKEND": "local", **overrides}
+        return create_app(config)
+
+    return build
+
+
+@pytest.fixture
+def app(make_app: Callable[..., Flask], sqlite_url: str) -> Iterator[Flask]:
+    """The app on its own SQLite database (quick tests); the broker is in memory."""
+    application = make_app(sqlite_url)
+    with application.app_context():
+        yield application
+
+
+@pytest.fixture
+def pg_app(make_app: Callable[..., Flask], pg_url: str) -> Iterator[Flask]:
+    application = make_app(pg_url)
+    with application.app_context():
+        yield application
+    application.extensions["autograde.db"].engine.dispose()
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+@pytest.fixture
+def factory(app: Flask) -> Factory:
+    return Factory(app)
+
+
+@pytest.fixture
+def pg_factory(pg_app: Flask) -> Factory:
+    return Factory(pg_app)
+
+
+@pytest.fixture
+def make_stack(tmp_path: Path, queue_name: str) -> Iterator[Callable[..., Stack]]:
+    stacks: list[Stack] = []
+
+    def build(database_url: str, broker_url: str = REDIS_URL, **config: Any) -> Stack:
+        env = dict(os.environ)
+        env.update({f"AUTOGRADE_{key}": str(value) for key, value in config.items()})
+        env.update({
+            "AUTOGRADE_DATABASE_URL": database_url,
+            "AUTOGRADE_BROKER_URL": broker_url,
+            "AUTOGRADE_QUEUE": queue_name,
+            "AUTOGRADE_SANDBOX_BACKEND": "local",
+            "AUTOGRADE_CONFIG_DIR": str(tmp_path / "client"),
+            "PYTHONUNBUFFERED": "1",
+        })
+        port = free_port()
+        env["AUTOGRADE_URL"] = f"http://127.0.0.1:{port}"
+        stack = Stack(env=env, url=f"http://127.0.0.1:{port}", logs=tmp_path)
+        stacks.append(stack)
+        return stack
+
+    yield build
+    for stack in stacks:
+        stack.stop_all()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    found = Receiver()
+    server = serve(found)
+    yield found
+    server.shutdown()
+    server.server_close()

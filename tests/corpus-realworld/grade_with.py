@@ -8,7 +8,7 @@ Run it with another worktree's interpreter to check that worktree's grader again
 Each directory is an assignment slug's corpus with a ``manifest.toml``; files not in the manifest
 are graded and printed too. Prints one line per file and seed that disagrees with the manifest
 (or every line with ``--all``), then a summary; exits 1 when anything disagrees. Without
-``--seeds`` each file gets the seeds the multi-seed tests use (tests/corpuskit.py).
+``--seeds`` each file gets the seeds the multi-seed tests use (devkit/corpora.py).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import tomllib
 from pathlib import Path
 
 # The grader comes from the interpreter's own worktree: import it before this worktree's root
-# goes on the path (for its tests package only).
+# goes on the path (for its devkit package only).
 from assignments import load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox.local import LocalBackend
 
 sys.path.append(str(Path(__file__).resolve().parents[2]))
-from tests.corpuskit import seeds_for
+from devkit.corpora import seeds_for
 
 
 def main() -> int:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,55 +19,27 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from devkit.browser import COURSE, UNAVAILABLE, XSS, Live, browser_unavailable
+from devkit.courses import PASSWORD
+from devkit.stack import Stack, free_port
 from service import db
 from service.accounts import create_user
 from service.app import create_app
 from service.cli.database import app_session
 from service.courses import create_course, enrol, sync_assignments
 from service.models import CourseAssignment, CourseRole, Role, utcnow
-from tests.servicekit import PASSWORD, Stack, free_port
 
-REPO = Path(__file__).resolve().parents[2]
-# The README shows the screenshots in docs/screenshots: a test run refreshes them there only
-# when asked (AUTOGRADE_UPDATE_SCREENSHOTS=1, as AUTOGRADE_UPDATE_GOLDEN for the goldens), and
-# otherwise leaves the work tree as it was.
-SCREENSHOTS = (REPO / "docs" / "screenshots" if os.environ.get("AUTOGRADE_UPDATE_SCREENSHOTS")
-               else Path(tempfile.gettempdir()) / "autograde-screenshots")
 CHROMIUM = os.environ.get("AUTOGRADE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-COURSE = "ml101"
-XSS = '<script>window.__xss=1</script><img src=x onerror="window.__xss=2">'
-
-_UNAVAILABLE: list[str] = []
-
-
-def _browser_unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"browser test cannot run in CI: {reason}", pytrace=False)
-    if reason not in _UNAVAILABLE:
-        _UNAVAILABLE.append(reason)
-    pytest.skip(reason)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    for reason in _UNAVAILABLE:
+    for reason in UNAVAILABLE:
         terminalreporter.write_sep("!", f"BROWSER TESTS SKIPPED: {reason} "
                                         "(run `bash scripts/ensure-browser.sh`)",
                                    red=True, bold=True)
-
-
-@dataclass(frozen=True)
-class Live:
-    """The running service and the accounts made for the browser tests."""
-
-    url: str
-    stack: Stack
-    database_url: str
-
-    def path(self, path: str) -> str:
-        return self.url + path
 
 
 @pytest.fixture(scope="session")
@@ -125,11 +95,11 @@ def _seed(database_url: str, broker_url: str) -> None:
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[Any]:
     if shutil.which(CHROMIUM) is None and not Path(CHROMIUM).is_file():
-        _browser_unavailable(f"no Chromium at {CHROMIUM}")
+        browser_unavailable(f"no Chromium at {CHROMIUM}")
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _browser_unavailable("playwright is not installed (pip install -e '.[dev]')")
+        browser_unavailable("playwright is not installed (pip install -e '.[dev]')")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
                                              headless=True)
@@ -144,21 +114,3 @@ def browser(chromium: Any) -> Iterator[Any]:
     context.set_default_timeout(15_000)
     yield context
     context.close()
-
-
-def login(page: Any, live: Live, username: str) -> None:
-    page.goto(live.path("/login"))
-    page.fill("#username", username)
-    page.fill("#password", PASSWORD)
-    page.click("main button[type=submit]")
-    page.wait_for_url(live.path("/assignments"))
-
-
-def screenshot(page: Any, name: str) -> Path:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path
-
-
-__all__ = ["COURSE", "XSS", "Live", "login", "screenshot"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import COURSE, XSS, Live, login, screenshot
+from devkit.browser import COURSE, XSS, Live, login, screenshot
 
 pytestmark = pytest.mark.browser
 

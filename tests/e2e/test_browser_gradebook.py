@@ -14,6 +14,8 @@ import pytest
 from sqlalchemy import select
 
 from assignments.spec import load_spec
+from devkit.browser import COURSE, Live, login, screenshot
+from devkit.courses import PASSWORD
 from service.accounts import create_user
 from service.app import create_app
 from service.cli.database import app_session
@@ -27,8 +29,6 @@ from service.models import (
     SubmissionStatus,
     utcnow,
 )
-from tests.e2e.conftest import COURSE, Live, login, screenshot
-from tests.servicekit import PASSWORD
 
 pytestmark = pytest.mark.browser
 

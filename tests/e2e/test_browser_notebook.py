@@ -7,15 +7,14 @@ from typing import Any
 
 import pytest
 
+from devkit.browser import COURSE, Live, audit, login, screenshot
+from devkit.courses import PASSWORD
+from devkit.notebooks import LEAK_CLASS_CELL, causal_leak_notebook
 from service.accounts import create_user
 from service.app import create_app
 from service.cli.database import app_session
 from service.courses import course_by_code, enrol
 from service.models import CourseRole, Role
-from tests.e2e.conftest import COURSE, Live, login, screenshot
-from tests.e2e.test_browser_pictures import audit
-from tests.notebookkit import LEAK_CLASS_CELL, causal_leak_notebook
-from tests.servicekit import PASSWORD
 
 pytestmark = pytest.mark.browser
 

@@ -16,26 +16,17 @@ from typing import Any
 
 import pytest
 
+from devkit.browser import COURSE, SCREENSHOTS, Live, audit, login, screenshot
+from devkit.courses import PASSWORD, seed_course
 from service.accounts import create_user
 from service.app import create_app
 from service.cli.database import app_session
 from service.courses import course_by_code, enrol
 from service.models import CourseRole, Role
-from tests.e2e.conftest import (
-    COURSE,
-    SCREENSHOTS,
-    Live,
-    _browser_unavailable,
-    login,
-    screenshot,
-)
-from tests.gradebookkit import seed_course
-from tests.servicekit import PASSWORD
 
 pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parents[2]
-AXE = REPO / "node_modules" / "axe-core" / "axe.min.js"
 CORPUS = REPO / "tests" / "corpus"
 GRADING_TIMEOUT_MS = 180_000
 CASES = {
@@ -47,22 +38,6 @@ CASES = {
     "padding-ignored": ("multi-head-attention", "multi-head-attention/padding_never_used.py",
                         "padding", "student-map-padding-ignored"),
 }
-
-
-def audit(page: Any) -> list[dict[str, Any]]:
-    """axe-core's violations of the page as it is now (WCAG 2.0/2.1, levels A and AA)."""
-    if not AXE.is_file():
-        _browser_unavailable(f"axe-core is not installed at {AXE} (npm ci)")
-    # Evaluated through the DevTools protocol, which the page's CSP does not govern; the app
-    # itself still serves no script but its own.
-    page.evaluate(AXE.read_text() + "\n;0")
-    result = page.evaluate("""async () => {
-        const r = await axe.run(document, {runOnly: {type: 'tag',
-            values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}});
-        return r.violations.map((v) => ({id: v.id, help: v.help,
-            nodes: v.nodes.slice(0, 3).map((n) => n.target.join(' '))}));
-    }""")
-    return list(result)
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,9 @@ import pytest
 import requests
 from sqlalchemy import create_engine, text
 
-from tests.lti_platform import INSTRUCTOR, LEARNER, LmsPlatform, new_key
-from tests.servicekit import Stack, corpus, redis_or_skip
+from devkit.corpora import corpus
+from devkit.lti_platform import INSTRUCTOR, LEARNER, LmsPlatform, new_key
+from devkit.stack import Stack, redis_or_skip
 
 pytestmark = pytest.mark.slow
 

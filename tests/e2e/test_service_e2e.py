@@ -15,7 +15,9 @@ import pytest
 import requests
 from sqlalchemy import create_engine, text
 
-from tests.servicekit import CORPUS, PASSWORD, REDIS_URL, Stack, free_port, redis_or_skip
+from devkit.courses import PASSWORD
+from devkit.paths import CORPUS
+from devkit.stack import REDIS_URL, Stack, free_port, redis_or_skip
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.servicekit import CORPUS, REPO, free_port
+from devkit.paths import CORPUS, REPO
+from devkit.stack import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.servicekit import CORPUS, PASSWORD, Stack, redis_or_skip
+from devkit.courses import PASSWORD
+from devkit.paths import CORPUS
+from devkit.stack import Stack, redis_or_skip
 
 pytestmark = pytest.mark.slow
 

@@ -15,6 +15,8 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from devkit.courses import PASSWORD, Factory
+from devkit.pages import csrf_token, log_in
 from service import db
 from service.dashboard import (
     code_frequency,
@@ -36,22 +38,9 @@ from service.models import (
     utcnow,
 )
 from service.web.render import markdown
-from tests.servicekit import PASSWORD, Factory
 
 ASSIGNMENT = "/courses/ml101/assignments/attention"
 PAYLOAD = '<script>alert(1)</script><img src=x onerror=alert(2)>'
-
-
-def csrf_token(client: FlaskClient, path: str) -> str:
-    html = client.get(path).get_data(as_text=True)
-    found = re.search(r'name="(?:\w+-)?csrf_token" type="hidden" value="([^"]+)"', html)
-    assert found, html[:500]
-    return found.group(1)
-
-
-def log_in(client: FlaskClient, username: str, password: str = PASSWORD) -> Any:
-    return client.post("/login", data={"username": username, "password": password,
-                                       "csrf_token": csrf_token(client, "/login")})
 
 
 @pytest.fixture

@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 import requests
 
-from tests.servicekit import CORPUS, PASSWORD, Stack, redis_or_skip
-from tests.webhookkit import Receiver
+from devkit.courses import PASSWORD
+from devkit.paths import CORPUS
+from devkit.stack import Stack, redis_or_skip
+from devkit.webhooks import Receiver
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servicekit import _unavailable
+from devkit.stack import unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
@@ -22,8 +22,8 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     missing = [tool for tool in ("dockerd", "redis-server", "runuser", "docker")
                if shutil.which(tool) is None]
     if os.geteuid() != 0 or missing or not list(Path("/usr/lib/postgresql").glob("*/bin/initdb")):
-        _unavailable(f"the fault test needs root and {missing or 'initdb'}")
-    from benchmarks.faults import harness
+        unavailable(f"the fault test needs root and {missing or 'initdb'}")
+    from devkit.faults import harness
 
     data = os.environ.get("AUTOGRADE_FAULTS_DOCKER_DATA")
     with harness(tmp_path_factory.mktemp("faults"),
@@ -34,7 +34,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 @pytest.mark.parametrize("fault", ["child-kill", "redis-restart", "postgres-restart",
                                    "docker-restart"])
 def test_a_fault_fails_nothing_and_grades_each_once(running: object, fault: str) -> None:
-    from benchmarks.faults import Harness
+    from devkit.faults import Harness
 
     assert isinstance(running, Harness)
     row = running.run(fault, 6, timeout=900)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from devkit.paths import REPO
 from service.cli.database import ServiceNotFound, find_service, read_settings_file
-from tests.servicekit import REPO
 
 NOT_FOUND = "no service configuration found"
 

@@ -16,6 +16,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
+from devkit.courses import PASSWORD, Factory
 from service import db
 from service.grading import Claim, store_result
 from service.models import (
@@ -31,7 +32,6 @@ from service.models import (
     utcnow,
 )
 from service.similarity import run_report
-from tests.servicekit import PASSWORD, Factory
 
 
 def _document(score: float) -> dict[str, Any]:
@@ -156,7 +156,7 @@ def test_the_similarity_report_is_computed_in_the_background_for_instructors_onl
         make_app: Callable[..., Flask]) -> None:
     import random
 
-    from tests.similaritykit import distinct_submission, near_copy
+    from devkit.similarity import distinct_submission, near_copy
 
     course = pg_factory.course("ml101")
     other = pg_factory.course("cs200")

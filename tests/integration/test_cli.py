@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from devkit.courses import PASSWORD, Factory
+from devkit.paths import CORPUS, REPO
+from devkit.stack import Stack
 from service.cli.parser import build_parser
-from tests.servicekit import CORPUS, PASSWORD, REPO, Factory, Stack
 
 SUBMISSION = str(CORPUS / "attention" / "syntax_missing_colon.py")
 

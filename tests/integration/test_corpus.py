@@ -13,18 +13,18 @@ from collections.abc import Iterator
 import pytest
 
 from assignments import load_assignment
-from grader.pipeline import GradingPipeline
-from tests.conftest import CORPUS
-from tests.corpuskit import (
+from devkit.corpora import (
     SLUGS,
     CorpusFile,
+    assert_complete,
     base_seed,
     corpus_files,
     grade,
     graded_ahead,
     selected_files,
 )
-from tests.integration.test_grade_local import assert_complete
+from devkit.paths import CORPUS
+from grader.pipeline import GradingPipeline
 
 
 @pytest.fixture(scope="module", autouse=True)

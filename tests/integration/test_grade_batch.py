@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 
 from assignments import Assignment
+from devkit.notebooks import notebook
+from devkit.paths import CORPUS, REPO
 from grader.pipeline import GradingPipeline
 from service.cli.batch import Entry, Outcome, collect, document_names
-from tests.conftest import CORPUS
-from tests.notebookkit import notebook
-from tests.servicekit import REPO
 
 SEED = 3
 

@@ -11,30 +11,13 @@ from typing import Any
 import pytest
 
 from assignments import Assignment
+from devkit.corpora import assert_complete, corpus_file
+from devkit.paths import CORPUS
 from grader.pipeline import GradingPipeline
-from tests.conftest import CORPUS, corpus_file
-
-SPEC_KEYS = {"score", "max_score", "execution_time", "output", "tests", "diagnoses"}
 
 
 def _codes(document: dict[str, Any]) -> set[str]:
     return {diagnosis["code"] for diagnosis in document["diagnoses"]}
-
-
-def assert_complete(document: dict[str, Any], assignment: Assignment) -> None:
-    """SPEC §3: every check present, statuses and scores consistent, codes tagged."""
-    assert set(document) >= SPEC_KEYS
-    assert document["max_score"] == assignment.max_score
-    assert [t["number"] for t in document["tests"]] == [c.number for c in assignment.checks]
-    for test in document["tests"]:
-        assert test["status"] in {"passed", "failed"}
-        assert test["visibility"] in {"visible", "hidden", "after_due_date", "after_published"}
-        assert (test["status"] == "passed") == (test["score"] == test["max_score"])
-        if test["status"] == "failed":
-            assert test["tags"], f"failed check {test['number']} carries no code"
-    assert document["score"] == pytest.approx(sum(t["score"] for t in document["tests"]))
-    for diagnosis in document["diagnoses"]:
-        assert diagnosis["message"] and diagnosis["hint"]
 
 
 def test_a_correct_submission_gets_full_marks_and_no_code(

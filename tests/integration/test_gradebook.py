@@ -14,6 +14,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from devkit.courses import PASSWORD, Factory
 from service import db
 from service.grading import Claim, store_result
 from service.instructor import export_scores_csv
@@ -29,7 +30,6 @@ from service.models import (
     utcnow,
 )
 from service.submissions import requeue_for_regrade
-from tests.servicekit import PASSWORD, Factory
 
 MAX = 10.0
 

@@ -10,10 +10,10 @@ from collections.abc import Callable
 import pytest
 from flask import Flask
 
+from devkit.courses import seed_course, signed_in
 from service import db
 from service.instructor import export_scores_csv
 from service.models import CourseAssignment, User
-from tests.gradebookkit import seed_course, signed_in
 
 pytestmark = pytest.mark.slow
 

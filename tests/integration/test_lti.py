@@ -17,6 +17,16 @@ from flask import Flask, current_app
 from sqlalchemy import delete, select, update
 from werkzeug.serving import make_server
 
+from devkit.courses import PASSWORD
+from devkit.lti_platform import (
+    INSTITUTION_INSTRUCTOR,
+    INSTRUCTOR,
+    LEARNER,
+    MENTOR,
+    TEACHING_ASSISTANT,
+    LmsPlatform,
+    new_key,
+)
 from service import db
 from service.accounts import create_user, issue_token
 from service.extensions import lti_runtime as runtime
@@ -38,16 +48,6 @@ from service.models import (
     utcnow,
 )
 from service.tasks import current_announcer
-from tests.lti_platform import (
-    INSTITUTION_INSTRUCTOR,
-    INSTRUCTOR,
-    LEARNER,
-    MENTOR,
-    TEACHING_ASSISTANT,
-    LmsPlatform,
-    new_key,
-)
-from tests.servicekit import PASSWORD
 
 POLICY = GradingPolicy(lease_seconds=60, max_attempts=3)
 

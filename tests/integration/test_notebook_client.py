@@ -17,9 +17,11 @@ import pytest
 from assignments import list_assignments, load_spec
 from assignments.spec import ASSIGNMENTS_ROOT
 from assignments.starter_notebook import starter_notebook
+from devkit.courses import PASSWORD, Factory
+from devkit.notebooks import notebook
+from devkit.paths import CORPUS, REPO
+from devkit.stack import Stack
 from grader.notebook import assemble, read_notebook
-from tests.notebookkit import notebook
-from tests.servicekit import CORPUS, PASSWORD, REPO, Factory, Stack
 
 
 def _run_in_kernel(data: bytes) -> list[dict[str, Any]]:

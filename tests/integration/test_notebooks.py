@@ -14,13 +14,13 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
+from devkit.courses import Factory
+from devkit.notebooks import LEAK_CLASS_CELL, causal_leak_notebook, notebook
+from devkit.pages import log_in
 from grader.report import render_report
 from service import db
 from service.models import CourseRole, Role, Submission, SubmissionFile
 from service.tasks import current_grading
-from tests.e2e.test_web_pages import log_in
-from tests.notebookkit import LEAK_CLASS_CELL, causal_leak_notebook, notebook
-from tests.servicekit import Factory
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import create_engine, select, text
 
+from devkit.courses import Factory
 from service import db
 from service.models import (
     DeliveryStatus,
@@ -25,7 +26,6 @@ from service.models import (
     utcnow,
 )
 from service.outbox import due
-from tests.servicekit import Factory
 
 KEPT = "id, status, attempts, last_error, delivered_at, dispatched_at, created_at"
 

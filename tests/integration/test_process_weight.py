@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.servicekit import REPO
+from devkit.paths import REPO
 
 HEAVY = ("torch", "safetensors.torch", "grader.pipeline", "grader.checks", "assignments.model",
          "assignments.loader", "sandbox.probe_runner", "service.tasks", "service.grading")

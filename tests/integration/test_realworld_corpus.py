@@ -18,10 +18,9 @@ from collections.abc import Iterator
 import pytest
 
 from assignments import load_assignment
-from grader.pipeline import GradingPipeline
-from tests.conftest import CORPUS, TESTS
-from tests.corpuskit import (
+from devkit.corpora import (
     CorpusFile,
+    assert_complete,
     corpus_files,
     describe,
     grade_on_seeds,
@@ -30,7 +29,8 @@ from tests.corpuskit import (
     seeds_for_file,
     selected_files,
 )
-from tests.integration.test_grade_local import assert_complete
+from devkit.paths import CORPUS, TESTS
+from grader.pipeline import GradingPipeline
 
 REALWORLD = TESTS / "corpus-realworld"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask.testing import FlaskClient
 from sqlalchemy import text
 
+from devkit.courses import PASSWORD, Factory
 from service import db
-from tests.servicekit import PASSWORD, Factory
 
 
 def test_login_issues_a_token_shown_once_and_stored_hashed(client: FlaskClient,

@@ -11,8 +11,9 @@ import pytest
 from flask import Flask, request
 from flask.testing import FlaskClient
 
+from devkit.corpora import corpus
+from devkit.courses import Factory
 from service.models import CourseRole, Role, Submission, SubmissionStatus
-from tests.servicekit import Factory, corpus
 
 GOOD = b"def attention(q, k, v, allowed):\n    return q, q\n"
 

@@ -14,6 +14,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from devkit.courses import PASSWORD, Factory
 from service import db
 from service.models import (
     CourseAssignment,
@@ -26,7 +27,6 @@ from service.models import (
     User,
     utcnow,
 )
-from tests.servicekit import PASSWORD, Factory
 
 GOOD = b"def attention(q, k, v, allowed):\n    return q, q\n"
 

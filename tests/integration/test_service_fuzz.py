@@ -11,8 +11,9 @@ from flask import Flask
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 
+from devkit.courses import Factory
+from devkit.stack import Stack, redis_or_skip
 from service.models import CourseRole, Role
-from tests.servicekit import Factory, Stack, redis_or_skip
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ import sqlalchemy.exc
 from flask import Flask
 from sqlalchemy import func, select
 
+from devkit.corpora import corpus
+from devkit.courses import Factory
 from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable, create_backend
 from service import db
@@ -30,7 +32,6 @@ from service.models import CourseAssignment, Result, Submission, SubmissionStatu
 from service.submissions import RateLimit, submission_json, submit
 from service.tasks import current_grading
 from service.visibility import student_view
-from tests.servicekit import Factory, corpus
 
 POLICY = GradingPolicy(lease_seconds=60, max_attempts=3)
 SYNTAX = corpus("attention", "syntax_missing_colon.py")

@@ -12,7 +12,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.servicekit import PASSWORD, Factory
+from devkit.courses import PASSWORD, Factory
 
 STUDENT = "student"
 

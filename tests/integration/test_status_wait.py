@@ -13,13 +13,15 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from devkit.corpora import corpus
+from devkit.courses import PASSWORD, Factory
+from devkit.stack import REDIS_URL, redis_or_skip
 from service import db
 from service.grading import GradingPolicy, claim
 from service.models import Submission
 from service.status_watch import RedisSource, SqliteSource, StatusWatch, status_publisher
 from service.submissions import RateLimit, submit
 from service.tasks import current_grading
-from tests.servicekit import PASSWORD, REDIS_URL, Factory, corpus, redis_or_skip
 
 SYNTAX = corpus("attention", "syntax_missing_colon.py")
 POLICY = GradingPolicy(lease_seconds=60, max_attempts=3)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from assignments import load_assignment
+from devkit.paths import CORPUS
 from grader.pipeline import GradingPipeline
-from tests.conftest import CORPUS
 
 SEEDS = 5
 TRICKY = {

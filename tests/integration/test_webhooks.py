@@ -17,6 +17,9 @@ from sqlalchemy import select, update
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
+from devkit.corpora import corpus
+from devkit.courses import PASSWORD, Factory
+from devkit.webhooks import Receiver
 from service import db
 from service.events import Announcer
 from service.grading import GradingPolicy, claim, give_up, store_result
@@ -38,8 +41,6 @@ from service.webhooks.delivery import (
 )
 from service.webhooks.egress import EgressPolicy, RefusedTarget, resolve_target
 from service.webhooks.endpoints import create_endpoint, redeliver, rotate_secret
-from tests.servicekit import PASSWORD, Factory, corpus
-from tests.webhookkit import Receiver
 
 LOOPBACK = {"WEBHOOK_ALLOWED_NETWORKS": "127.0.0.1/32", "WEBHOOK_BACKOFF_SECONDS": 1,
             "WEBHOOK_BACKOFF_MAX_SECONDS": 4, "WEBHOOK_MAX_ATTEMPTS": 3,

@@ -18,6 +18,7 @@ from typing import Any
 import docker
 import pytest
 
+from devkit.sandbox_jobs import FORK_SERVER_MODE, GVISOR_RUNTIME
 from sandbox.docker_backend import (
     DockerBackend,
     DockerSettings,
@@ -69,9 +70,6 @@ def docker_backend(docker_client: docker.DockerClient) -> Iterator[DockerBackend
     backend.close()
 
 
-GVISOR_RUNTIME = "runsc"
-
-
 @pytest.fixture(scope="session")
 def gvisor_backend(docker_client: docker.DockerClient) -> Iterator[DockerBackend]:
     """The Docker backend under gVisor (``runsc``, registered by scripts/ensure-docker.sh)."""
@@ -107,10 +105,6 @@ def make_backend(
     yield make
     for backend in built:
         backend.close()
-
-
-
-FORK_SERVER_MODE = "fork-server"
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load
 
+from devkit.sandbox_jobs import ATTENTION, STOP_THE_SUPERVISOR, attention_call, events_of, make_job
 from sandbox.base import Limits, RunResult, Termination
 from sandbox.docker_backend import DockerBackend, DockerSettings
 from sandbox.docker_pool import owner_id, wait_until_ready
@@ -27,13 +28,6 @@ from sandbox.docker_sandbox import (
     SandboxContainer,
 )
 from sandbox.local import LocalBackend
-from tests.sandbox.sandbox_jobs import (
-    ATTENTION,
-    STOP_THE_SUPERVISOR,
-    attention_call,
-    events_of,
-    make_job,
-)
 
 pytestmark = pytest.mark.docker
 

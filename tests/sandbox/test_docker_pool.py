@@ -13,12 +13,12 @@ import docker
 import docker.errors
 import pytest
 
+from devkit.sandbox_jobs import ATTENTION, events_of, make_job
 from sandbox.base import Limits, Termination
 from sandbox.docker_backend import DockerBackend, DockerSettings, SandboxUnavailable
 from sandbox.docker_image import REPOSITORY, inputs_hash
 from sandbox.docker_pool import Janitor, owner_id
 from sandbox.docker_sandbox import LABEL_DEADLINE, LABEL_OWNER, LABEL_ROLE, ROLE_SANDBOX
-from tests.sandbox.sandbox_jobs import ATTENTION, events_of, make_job
 
 pytestmark = pytest.mark.docker
 

@@ -13,12 +13,11 @@ import docker
 import pytest
 
 from assignments import Assignment, load_assignment
+from devkit.sandbox_jobs import ATTENTION, FORK_SERVER_MODE, attention_call, events_of, make_job
 from grader.pipeline import GradingPipeline
 from sandbox import Job, Limits, RunResult, SandboxBackend
 from sandbox.base import SandboxUnavailable, Termination
 from sandbox.docker_backend import DockerBackend, DockerSettings
-from tests.sandbox.conftest import FORK_SERVER_MODE
-from tests.sandbox.sandbox_jobs import ATTENTION, attention_call, events_of, make_job
 
 pytestmark = pytest.mark.docker
 

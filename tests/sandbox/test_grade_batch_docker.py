@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 
 from assignments import Assignment
+from devkit.paths import CORPUS, REPO
 from grader.pipeline import GradingPipeline
 from sandbox.docker_backend import DockerBackend
 from service.cli.batch import Entry, grade_all
-from tests.conftest import CORPUS
-from tests.servicekit import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 from assignments import Assignment, load_assignment
+from devkit.sandbox_jobs import FORK_SERVER_MODE, GVISOR_RUNTIME
 from grader.pipeline import GradingPipeline
 from sandbox import Job, Limits, RunResult, SandboxBackend
 from sandbox.local import LocalBackend
-from tests.sandbox.conftest import FORK_SERVER_MODE, GVISOR_RUNTIME
 
 TESTS = Path(__file__).resolve().parents[1]
 HOSTILE = TESTS / "hostile" / "attention"

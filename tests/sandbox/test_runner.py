@@ -12,16 +12,10 @@ from typing import Any
 
 import pytest
 
+from devkit.sandbox_jobs import ATTENTION, STOP_THE_SUPERVISOR, attention_call, events_of, make_job
 from sandbox.base import Limits, RunResult, Termination
 from sandbox.local import LocalBackend
 from sandbox.wire import WALL_SLACK
-from tests.sandbox.sandbox_jobs import (
-    ATTENTION,
-    STOP_THE_SUPERVISOR,
-    attention_call,
-    events_of,
-    make_job,
-)
 
 pytestmark = pytest.mark.slow
 

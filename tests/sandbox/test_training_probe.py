@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from assignments import load_assignment
+from devkit.corpora import corpus_file
 from grader.pipeline import GradingPipeline
 from sandbox import SandboxBackend
 from sandbox.local import LocalBackend
-from tests.conftest import corpus_file
 
 CASES = [
     ("attention", "correct_matmul.py", "1.11", []),

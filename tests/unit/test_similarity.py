@@ -10,9 +10,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from devkit.notebooks import notebook
+from devkit.similarity import distinct_submission, near_copy, seeded_class
 from service.similarity import FLOOR, compare, segments, source_text, threshold
-from tests.notebookkit import notebook
-from tests.similaritykit import distinct_submission, near_copy, seeded_class
 
 STARTER = (Path(__file__).resolve().parents[2] / "assignments" / "attention" / "starter"
            / "attention.py").read_text()

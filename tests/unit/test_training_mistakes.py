@@ -11,10 +11,10 @@ import torch
 from torch import nn
 
 from assignments import Assignment
+from devkit.paths import TESTS
 from grader.checks import CheckContext, check_kinds, judge
 from grader.in_process import run_call_in_process, run_in_process
 from grader.pipeline import judge_outcomes
-from tests.conftest import TESTS
 
 SEEDS = (0, 7, 2024)
 

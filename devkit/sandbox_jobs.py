@@ -1,4 +1,5 @@
-"""Jobs for the sandbox tests: an attention submission, its probe plan and inputs."""
+"""Jobs for the sandbox tests: an attention submission, its probe plan and inputs, and the Docker
+mode and runtime names the tests run them under."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import torch
 from safetensors.torch import save
 
 from sandbox.base import Job
+
+GVISOR_RUNTIME = "runsc"
+FORK_SERVER_MODE = "fork-server"
 
 ATTENTION = """
 import torch

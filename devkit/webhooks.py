@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import pytest
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
@@ -78,12 +76,3 @@ def serve(receiver: Receiver) -> ThreadingHTTPServer:
     receiver.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/autograde?team=1"
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    found = Receiver()
-    server = serve(found)
-    yield found
-    server.shutdown()
-    server.server_close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.servicekit import REPO
+from devkit.paths import REPO
 
 
 def notebook(*cells: tuple[str, str], version: int = 4) -> bytes:

@@ -1,10 +1,13 @@
-"""A seeded course for the gradebook's scale test and benchmark: N students x M submissions,
-with deadlines, late work, extensions, adjustments and students who never submitted."""
+"""Courses for the tests and benchmarks: a factory of users, courses and assignments in the
+current app's database, and a seeded course for the gradebook's scale test and benchmark: N
+students x M submissions, with deadlines, late work, extensions, adjustments and students who
+never submitted."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+import secrets
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -14,10 +17,11 @@ from flask.testing import FlaskClient
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from service.accounts import hash_password
+from service import db
+from service.accounts import create_user, hash_password, issue_token
 from service.courses import create_course, enrol, sync_assignments
-from service.db import session as db_session
 from service.models import (
+    Course,
     CourseAssignment,
     CourseRole,
     Enrolment,
@@ -32,7 +36,45 @@ from service.models import (
     utcnow,
 )
 from service.web.session_auth import log_in
-from tests.servicekit import PASSWORD
+
+PASSWORD = "correct horse battery"
+
+
+@dataclass
+class Factory:
+    """Builds users, courses and assignments in the current app's database."""
+
+    app: Flask
+    courses: dict[str, Course] = field(default_factory=dict)
+
+    def course(self, code: str = "ml101", *, slugs: tuple[str, ...] = ("attention",)) -> Course:
+        session = db.session()
+        course = create_course(session, code=code)
+        sync_assignments(session, course, list(slugs))
+        session.commit()
+        self.courses[code] = course
+        return course
+
+    def user(self, username: str | None = None, *, role: Role = Role.STUDENT,
+             course: Course | None = None,
+             course_role: CourseRole = CourseRole.STUDENT) -> User:
+        session = db.session()
+        user = create_user(session, username=username or f"u{secrets.token_hex(4)}",
+                           password=PASSWORD, role=role)
+        if course is not None:
+            enrol(session, course=course, user=user, role=course_role)
+        session.commit()
+        return user
+
+    def headers(self, user: User) -> dict[str, str]:
+        issued = issue_token(db.session(), user)
+        db.session().commit()
+        return {"Authorization": f"Bearer {issued.token}"}
+
+    def assignment(self, course: Course, slug: str = "attention") -> CourseAssignment:
+        return next(a for a in db.session().query(CourseAssignment).filter_by(course_id=course.id)
+                    if a.slug == slug)
+
 
 CODES = ["softmax-wrong-axis", "missing-scale", "mask-inverted", "mask-ignored",
          "gradient-blocked", "dtype-changed", "wrong-output"]
@@ -52,7 +94,8 @@ class SeededCourse:
 def _document(rng: random.Random, checks: int, maximum: float) -> tuple[float, list[str],
                                                                          dict[str, Any]]:
     per = maximum / checks
-    tests, codes = [], []
+    tests: list[dict[str, Any]] = []
+    codes: list[str] = []
     for number in range(1, checks + 1):
         passed = rng.random() < 0.7
         tags = [] if passed else [rng.choice(CODES)]
@@ -137,7 +180,7 @@ def seed_course(session: Session, *, students: int = 300, submissions: int = 10,
 def signed_in(app: Flask, user_id: int) -> FlaskClient:
     """A test client of ``app`` logged in as the user, through a real server-side web session."""
     with app.test_request_context():
-        log_in(db_session().get_one(User, user_id))
+        log_in(db.session().get_one(User, user_id))
         key = flask.session["sid"]
     client = app.test_client()
     with client.session_transaction() as cookie:

@@ -1,4 +1,5 @@
-"""Corpora of student-style submissions: their manifests, their seeds, and grading one on a seed.
+"""Corpora of student-style submissions: their manifests, their seeds, grading one on a seed, and
+what every graded document must hold.
 
 A corpus directory holds one folder per assignment slug with submission files and a
 ``manifest.toml`` giving each file's exact codes and score (what SPEC says it deserves).
@@ -22,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from assignments import load_assignment
+from assignments import Assignment, load_assignment
+from devkit.paths import CORPUS
 from grader.pipeline import GradingPipeline
 
 SLUGS = ("attention", "multi-head-attention", "attention-kv-cache")
@@ -31,6 +33,18 @@ DEFAULT_SEED_COUNT = 5
 # Fewer seeds where a grading costs more: the cache assignment's calls are several forwards each
 # and its variants run them all (about three times a multi-head-attention grading).
 SEED_COUNTS = {"attention-kv-cache": 2}
+
+
+def corpus_file(slug: str, name: str) -> dict[str, bytes]:
+    """A corpus submission as the files mapping the pipeline takes."""
+    return {name: (CORPUS / slug / name).read_bytes()}
+
+
+def corpus(slug: str, name: str) -> tuple[str, bytes]:
+    """A corpus file as (the entry file name, its bytes)."""
+    entry = {"attention": "attention.py", "multi-head-attention": "mha.py",
+             "attention-kv-cache": "attention_kv_cache.py"}[slug]
+    return entry, (CORPUS / slug / name).read_bytes()
 
 
 @dataclass(frozen=True)
@@ -179,3 +193,22 @@ def describe(verdicts: list[Verdict]) -> str:
                           for t in verdict.document["tests"] if t["status"] == "failed")
         lines.append(f"seed {verdict.seed}: {sorted(verdict.codes)} {verdict.score} [{failed}]")
     return "\n".join(lines)
+
+
+SPEC_KEYS = {"score", "max_score", "execution_time", "output", "tests", "diagnoses"}
+
+
+def assert_complete(document: dict[str, Any], assignment: Assignment) -> None:
+    """SPEC §3: every check present, statuses and scores consistent, codes tagged."""
+    assert set(document) >= SPEC_KEYS
+    assert document["max_score"] == assignment.max_score
+    assert [t["number"] for t in document["tests"]] == [c.number for c in assignment.checks]
+    for test in document["tests"]:
+        assert test["status"] in {"passed", "failed"}
+        assert test["visibility"] in {"visible", "hidden", "after_due_date", "after_published"}
+        assert (test["status"] == "passed") == (test["score"] == test["max_score"])
+        if test["status"] == "failed":
+            assert test["tags"], f"failed check {test['number']} carries no code"
+    assert document["score"] == pytest.approx(sum(t["score"] for t in document["tests"]))
+    for diagnosis in document["diagnoses"]:
+        assert diagnosis["message"] and diagnosis["hint"]
