@@ -38,7 +38,7 @@ import docker.errors
 from docker.types import Mount
 
 from sandbox.base import Job, Limits, RunResult, Termination
-from sandbox.docker_image import RUNNER_IN_IMAGE
+from sandbox.docker_image import HOME_IN_IMAGE
 from sandbox.docker_sandbox import (
     JOB_MOUNT,
     LABEL_DEADLINE,
@@ -62,7 +62,7 @@ from sandbox.outputs import write_job
 logger = logging.getLogger(__name__)
 
 MODE = "fork-server"
-FORK_RUNNER_IN_IMAGE = os.path.join(os.path.dirname(RUNNER_IN_IMAGE), "fork_runner.py")
+FORK_RUNNER_IN_IMAGE = os.path.join(HOME_IN_IMAGE, "fork_runner.py")
 FORK_SERVER_JOB = "fork-server"
 KILL_FILE = "kill"
 """Created in a job's input directory to end it (its deadline or a flood)."""

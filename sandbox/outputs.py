@@ -42,7 +42,7 @@ class ChannelDecoder:
     """Splits the runner's stream into its event lines and the student's printed output.
 
     The stream is the supervisor's standard output, which student code cannot write to (see
-    ``sandbox.probe_runner``); the student's prints travel in it as ``stdout`` and ``stderr``
+    ``sandbox.runner.supervisor``); the student's prints travel in it as ``stdout`` and ``stderr``
     frames (the runner's own standard error, a crash of ours, goes to the other stream), and
     the output files, where the runner sends them, as ``outputs`` frames at the end. Events
     are kept up to ``EVENTS_LIMIT_BYTES``, a line longer than ``CHANNEL_LINE_LIMIT_BYTES`` is

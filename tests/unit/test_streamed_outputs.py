@@ -1,6 +1,6 @@
 """The output files a runner sends on its stream at its end, as the host reads them back.
 
-The runner's half (``probe_runner.send_outputs``) writes into a file here instead of the
+The runner's half (``runner.stream.send_outputs``) writes into a file here instead of the
 container's exec stream; the host's half is the decoder and archive reader the Docker backend
 uses, fed in chunks split anywhere, as a socket delivers them.
 """
@@ -17,10 +17,11 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandbox import probe_runner, wire
+from sandbox import wire
 from sandbox.base import Limits
 from sandbox.docker_sandbox import _CappedOutput, out_archive_bytes, read_output_archive
 from sandbox.outputs import CappedStream, ChannelDecoder, collect_outputs
+from sandbox.runner.stream import Channel, send_outputs
 
 BUDGET = 4 << 20
 
@@ -38,7 +39,7 @@ def _sent(out: Path, budget: int = BUDGET) -> bytes:
     stream = out.parent / "stream"
     fd = os.open(stream, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        probe_runner.send_outputs(probe_runner._Channel(fd), str(out), budget, status=0)
+        send_outputs(Channel(fd), str(out), budget, status=0)
     finally:
         os.close(fd)
     return stream.read_bytes()
