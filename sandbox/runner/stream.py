@@ -59,7 +59,7 @@ def send_outputs(channel: Channel, out_dir: str, budget: int, status: int) -> No
 def write_outputs_tar(target: io.RawIOBase, out_dir: str, budget: int) -> bool:
     """Write the output folder's files to ``target`` as a tar; whether any was left out for
     being over what remained of ``budget`` bytes (as the host skips such a file in an archive
-    of the folder, ``sandbox.docker_sandbox.read_output_archive``).
+    of the folder, ``sandbox.outputs.read_output_archive``).
 
     Only what the host reads goes in: ``events.jsonl`` and the regular files directly in
     ``tensors/``, archived under ``out/``. The student's code wrote them: every open refuses

@@ -19,8 +19,14 @@ from hypothesis import strategies as st
 
 from sandbox import wire
 from sandbox.base import Limits
-from sandbox.docker_sandbox import _CappedOutput, out_archive_bytes, read_output_archive
-from sandbox.outputs import CappedStream, ChannelDecoder, collect_outputs
+from sandbox.docker_sandbox import out_archive_bytes
+from sandbox.outputs import (
+    CappedOutput,
+    CappedStream,
+    ChannelDecoder,
+    collect_outputs,
+    read_output_archive,
+)
 from sandbox.runner.stream import Channel, send_outputs
 
 BUDGET = 4 << 20
@@ -169,11 +175,12 @@ def test_a_malformed_end_frame_says_nothing(data: bytes) -> None:
     assert end is None or wire.runner_end(*end) == data
 
 
-def _follow(stream: bytes, limits: Limits) -> tuple[_CappedOutput, queue.Queue[bytes | None]]:
+def _follow(stream: bytes, limits: Limits) -> tuple[CappedOutput, queue.Queue[bytes | None]]:
     """The host's reader of a container's stream, fed ``stream`` and then left open."""
     chunks: queue.Queue[bytes | None] = queue.Queue()
     chunks.put(stream)
-    output = _CappedOutput(((chunk, None) for chunk in iter(chunks.get, None)), limits)
+    output = CappedOutput(((chunk, None) for chunk in iter(chunks.get, None)), limits,
+                          archive_limit=out_archive_bytes(limits))
     return output, chunks
 
 
