@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from assignments import load_assignment
 from grader import learning
 from grader.validation import outcome_from_record
-from sandbox import probe_runner
+from sandbox.runner import executor, guards
 
 
 def main() -> None:
@@ -40,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     seeds = range(args.seeds)
     torch.set_num_threads(1)
-    trap = probe_runner._ForbiddenTrap(["torch.nn.functional.scaled_dot_product_attention"])
+    trap = guards.ForbiddenTrap(["torch.nn.functional.scaled_dot_product_attention"])
     print("| assignment | training CPU (s), median / max after the first | host verdict CPU (s), "
           f"median | reference training on the grader, {args.gradings} gradings: trainings run, "
           "CPU (s) per grading |")
@@ -55,7 +55,7 @@ def main() -> None:
             spec = dict(call.spec, id=call.id)
             started = time.process_time()
             with trap:
-                record, tensors = probe_runner.execute_call(reference, spec, plan.inputs)
+                record, tensors = executor.execute_call(reference, spec, plan.inputs)
             trainings.append(time.process_time() - started)
             outcomes = {call.id: outcome_from_record(record, tensors)}
             started = time.process_time()

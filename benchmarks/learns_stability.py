@@ -41,7 +41,7 @@ from assignments import load_assignment  # noqa: E402
 from assignments.training_task import DEFAULT_TRAINING_SEEDS  # noqa: E402
 from grader import learning  # noqa: E402
 from grader.in_process import run_call_in_process  # noqa: E402
-from sandbox import probe_runner  # noqa: E402
+from sandbox.runner import guards  # noqa: E402
 
 CORPORA = (ROOT / "tests" / "corpus", ROOT / "tests" / "corpus-realworld")
 SLUGS = ("attention", "multi-head-attention")
@@ -89,7 +89,7 @@ def judge(task: tuple[str, str, list[int]]) -> tuple[str, str, list[tuple[int, s
         try:
             plan = _plan(slug, seed)
             if slug not in _TRAPS:
-                _TRAPS[slug] = probe_runner._ForbiddenTrap(list(assignment.forbidden_apis))
+                _TRAPS[slug] = guards.ForbiddenTrap(list(assignment.forbidden_apis))
             trap = _TRAPS[slug]
             with trap:
                 namespace = runpy.run_path(path, run_name="submission")

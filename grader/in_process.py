@@ -13,7 +13,7 @@ from assignments import ProbePlan
 from assignments.model import Namespace
 from grader.outcomes import CallOutcome
 from grader.validation import outcome_from_record
-from sandbox.probe_runner import execute_call
+from sandbox.runner.executor import execute_call
 
 
 def run_in_process(namespace: Namespace, plan: ProbePlan) -> dict[str, CallOutcome]:

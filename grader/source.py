@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from grader.parsing import parse_python
-from sandbox.probe_runner import underlying_kernels
+from sandbox.runner.guards import underlying_kernels
 
 MAX_FILE_BYTES = 1 << 20
 MAX_FILES = 16

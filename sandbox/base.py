@@ -10,9 +10,9 @@ from typing import Protocol
 
 from sandbox.wire import WALL_SLACK
 
-# The runner's file, by path: importing it here would load torch into every process that only
-# wants these types (the runner imports torch at the top, for the sandboxed process).
-RUNNER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe_runner.py")
+# The runner's script, by path: importing the runner here would load torch into every process
+# that only wants these types (the runner imports torch at the top, for the sandboxed process).
+RUNNER_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner", "__main__.py")
 
 
 @dataclass(frozen=True)

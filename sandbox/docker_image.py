@@ -14,17 +14,19 @@ from pathlib import Path
 
 REPOSITORY = "autograde-sandbox"
 HASH_LABEL = "org.autograde.inputs-hash"
-RUNNER_IN_IMAGE = "/opt/autograde/probe_runner.py"
+HOME_IN_IMAGE = "/opt/autograde"
+"""Where the image holds our files: the runner's package, the fork server, wire.py, training.py."""
+RUNNER_IN_IMAGE = f"{HOME_IN_IMAGE}/runner/__main__.py"
 
 _SANDBOX_DIR = Path(__file__).resolve().parent
 # Every file the image is built from, by its name in the build context.
 IMAGE_INPUTS = {
     "Dockerfile": _SANDBOX_DIR / "image" / "Dockerfile",
     "requirements.txt": _SANDBOX_DIR / "image" / "requirements.txt",
-    "probe_runner.py": _SANDBOX_DIR / "probe_runner.py",
     "fork_runner.py": _SANDBOX_DIR / "fork_runner.py",
     "training.py": _SANDBOX_DIR / "training.py",
     "wire.py": _SANDBOX_DIR / "wire.py",
+    **{f"runner/{path.name}": path for path in sorted((_SANDBOX_DIR / "runner").glob("*.py"))},
 }
 _HASH_CHARS = 16
 

@@ -37,9 +37,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib
 import json
 import os
 import resource
+import runpy
 import select
 import shutil
 import signal
@@ -50,8 +52,14 @@ import traceback
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import probe_runner
+# The probe runner's package, loaded as its script loads it (``runner/__main__.py``): from the
+# folder next to this file, without putting that folder on ``sys.path``.
+RUNNER_ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runner", "__main__.py")
+_ENTRY = runpy.run_path(RUNNER_ENTRY)
+runner_boot = _ENTRY["load_boot"]()
+runner_shared, runner_stream, runner_supervisor = (
+    importlib.import_module(f"{_ENTRY['PACKAGE']}.{name}")
+    for name in ("shared", "stream", "supervisor"))
 
 KILL_FILE = "kill"
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -109,13 +117,13 @@ def main(argv: list[str]) -> None:
     _prctl(_PR_SET_DUMPABLE, 0)
     for ignored in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(ignored, signal.SIG_IGN)
-    probe_runner.torch.set_num_threads(1)
-    probe_runner._warm_up()
+    runner_boot.torch.set_num_threads(1)
+    runner_boot.warm_up()
     open(os.path.join(out_dir, "ready"), "w").close()
     number = 0
     while True:
         job_dir = os.path.join(jobs_dir, str(number))
-        probe_runner.wait_for(job_dir, float(settings["wait_poll_seconds"]))
+        runner_boot.wait_for(job_dir, float(settings["wait_poll_seconds"]))
         uid = int(settings["uid_base"]) + number
         root = os.path.join(out_dir, str(number))
         status = _serve(job_dir, root, uid, settings, stream)
@@ -128,7 +136,7 @@ def _serve(job_dir: str, root: str, uid: int, settings: Mapping[str, Any], strea
     """Run one job in its own keeper, relaying its output; the keeper's exit status."""
     os.mkdir(root, 0o700)
     shutil.copytree(job_dir, os.path.join(root, "job"), ignore=shutil.ignore_patterns(KILL_FILE))
-    os.makedirs(os.path.join(root, "out", probe_runner.TENSORS_DIR))
+    os.makedirs(os.path.join(root, "out", runner_shared.TENSORS_DIR))
     for folder, _, files in os.walk(root, topdown=False):  # a folder once all in it is done
         for name in [*(os.path.join(folder, entry) for entry in files), folder]:
             os.chown(name, uid, uid)
@@ -160,7 +168,7 @@ def _serve(job_dir: str, root: str, uid: int, settings: Mapping[str, Any], strea
         for fd in ready:
             if fd == keeper_ended:
                 _, wait_status = os.waitpid(keeper, 0)
-                status = probe_runner._exit_status(wait_status)
+                status = runner_supervisor.exit_status(wait_status)
                 drained_by = time.monotonic() + _DRAIN_SECONDS
                 continue
             chunk = os.read(fd, 65536)
@@ -186,11 +194,11 @@ def _serve(job_dir: str, root: str, uid: int, settings: Mapping[str, Any], strea
 
 def _send_outputs(stream: int, number: int, out: str, budget: int) -> None:
     """Send the job's output files to the host as a tar in frames T, then frame L if the files
-    were more than ``budget`` bytes (``probe_runner.write_outputs_tar``: what is sent and how
+    were more than ``budget`` bytes (``runner.stream.write_outputs_tar``: what is sent and how
     the job's files are opened). The server holds one file and one frame at a time."""
-    frames = probe_runner.FramedFile(lambda data: _send(stream, b"T", number, data), FRAME_BYTES)
+    frames = runner_stream.FramedFile(lambda data: _send(stream, b"T", number, data), FRAME_BYTES)
     with frames:
-        cut = probe_runner.write_outputs_tar(frames, out, budget)
+        cut = runner_stream.write_outputs_tar(frames, out, budget)
     if cut:
         _send(stream, b"L", number, b"")
 
@@ -253,15 +261,15 @@ def _keeper(root: str, uid: int, settings: Mapping[str, Any]) -> None:
         os.close(alive_read)
         os.chdir("/tmp")
         job, out = os.path.join(root, "job"), os.path.join(root, "out")
-        sys.argv = [probe_runner.__file__, job, out, "--sole-user", "--warm"]
-        probe_runner.main(sys.argv[1:])
+        sys.argv = [RUNNER_ENTRY, job, out, "--sole-user", "--warm"]
+        runner_boot.main(sys.argv[1:])
         os._exit(70)
     os.close(alive_read)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     _, status = os.waitpid(init, 0)
-    os._exit(probe_runner._exit_status(status))
+    os._exit(runner_supervisor.exit_status(status))
 
 
 def _wipe(uid: int, root: str) -> None:

@@ -12,7 +12,7 @@ What goes through, and how the host reads it, is the per-container mode's:
 * in: the job laid out by ``sandbox.outputs.write_job`` in ``<input dir>/N`` (moved in whole)
   under the container's read-only bind mount ``/job``;
 * out: the probe runner's stream, relayed by the server in frames on the exec stream, fed to
-  the same ``ChannelDecoder`` and caps (``_CappedOutput``); the output files (``/out/N/out``),
+  the same ``ChannelDecoder`` and caps (``CappedOutput``); the output files (``/out/N/out``),
   sent by the server at the job's end as a tar in frames of their own (read from the volume
   through the engine if the server is gone), read by ``read_output_archive``. The grader
   validates both as it does any run's.
@@ -38,7 +38,7 @@ import docker.errors
 from docker.types import Mount
 
 from sandbox.base import Job, Limits, RunResult, Termination
-from sandbox.docker_image import RUNNER_IN_IMAGE
+from sandbox.docker_image import HOME_IN_IMAGE
 from sandbox.docker_sandbox import (
     JOB_MOUNT,
     LABEL_DEADLINE,
@@ -50,19 +50,17 @@ from sandbox.docker_sandbox import (
     WOKEN_WAIT_POLL_SECONDS,
     ContainerSpec,
     SandboxContainer,
-    _CappedOutput,
     hardening_options,
     is_gvisor,
     out_archive_bytes,
     out_volume_bytes,
-    read_output_archive,
 )
-from sandbox.outputs import write_job
+from sandbox.outputs import CappedOutput, read_output_archive, write_job
 
 logger = logging.getLogger(__name__)
 
 MODE = "fork-server"
-FORK_RUNNER_IN_IMAGE = os.path.join(os.path.dirname(RUNNER_IN_IMAGE), "fork_runner.py")
+FORK_RUNNER_IN_IMAGE = os.path.join(HOME_IN_IMAGE, "fork_runner.py")
 FORK_SERVER_JOB = "fork-server"
 KILL_FILE = "kill"
 """Created in a job's input directory to end it (its deadline or a flood)."""
@@ -161,7 +159,7 @@ class _Frames:
         """The server's stream ended: the server (or its container) is gone."""
         threading.Thread(target=self._drain, daemon=True, name="fork-server-frames").start()
 
-    def begin(self, number: int, limits: Limits) -> _CappedOutput:
+    def begin(self, number: int, limits: Limits) -> CappedOutput:
         """Route job ``number``'s frames to a new capped output (the per-container one)."""
         self._sink = queue.SimpleQueue()
         self.status = None
@@ -171,7 +169,8 @@ class _Frames:
         self._archive_limit = out_archive_bytes(limits)
         self.job_done.clear()
         self._number = number
-        return _CappedOutput(iter(self._sink.get, None), limits)
+        return CappedOutput(iter(self._sink.get, None), limits,
+                            archive_limit=out_archive_bytes(limits))
 
     def _drain(self) -> None:
         try:

@@ -57,8 +57,9 @@ $PIP download --quiet --only-binary=:all: --dest "$wheels" \
 rm -rf "$context"
 mkdir -p "$context/wheels"
 cp "$ROOT/sandbox/image/Dockerfile" "$ROOT/sandbox/image/requirements.txt" \
-    "$ROOT/sandbox/probe_runner.py" "$ROOT/sandbox/fork_runner.py" "$ROOT/sandbox/training.py" \
-    "$ROOT/sandbox/wire.py" "$context/"
+    "$ROOT/sandbox/fork_runner.py" "$ROOT/sandbox/training.py" "$ROOT/sandbox/wire.py" "$context/"
+mkdir "$context/runner"
+cp "$ROOT"/sandbox/runner/*.py "$context/runner/"
 # Hard links when the cache is on the same file system: the torch wheel is large.
 cp -l "$wheels"/*.whl "$context/wheels/" 2>/dev/null || cp "$wheels"/*.whl "$context/wheels/"
 

@@ -6,8 +6,7 @@ import io
 import tarfile
 from collections.abc import Iterator
 
-from sandbox.docker_sandbox import read_output_archive
-from sandbox.outputs import EVENTS_LIMIT_BYTES
+from sandbox.outputs import EVENTS_LIMIT_BYTES, read_output_archive
 
 
 def _archive(*members: tuple[str, bytes | tarfile.TarInfo]) -> list[bytes]:

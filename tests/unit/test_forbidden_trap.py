@@ -10,9 +10,9 @@ import sys
 SCRIPT = r'''
 import json, math, torch
 import torch.nn.functional as F
-from sandbox.probe_runner import _ForbiddenTrap
+from sandbox.runner.guards import ForbiddenTrap
 
-trap = _ForbiddenTrap(["torch.nn.functional.scaled_dot_product_attention",
+trap = ForbiddenTrap(["torch.nn.functional.scaled_dot_product_attention",
                        "torch._C._nn.scaled_dot_product_attention",
                        "torch.nn.MultiheadAttention.forward"])
 trap.__enter__()

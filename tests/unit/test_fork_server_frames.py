@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandbox.base import Limits
-from sandbox.docker_sandbox import out_archive_bytes, read_output_archive
+from sandbox.docker_sandbox import out_archive_bytes
 from sandbox.fork_server import _Frames
+from sandbox.outputs import read_output_archive
 
 LIMITS = Limits()
 

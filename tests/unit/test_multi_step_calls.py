@@ -14,7 +14,7 @@ from assignments import ProbeCall
 from grader.checks import CheckContext, _decoding_matches_full, leaf_paths
 from grader.outcomes import CallOutcome, Forward
 from grader.validation import _Invalid, _structure, outcome_from_record
-from sandbox.probe_runner import execute_call
+from sandbox.runner.executor import execute_call
 
 
 class Pair(NamedTuple):

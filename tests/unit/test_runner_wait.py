@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import probe_runner
+from sandbox.runner import boot
 
 LONG = 60.0
 """An interval no test waits for: a wait that ends sooner was ended by the wake."""
@@ -39,7 +39,7 @@ def test_the_plan_moved_in_ends_the_wait_at_once(tmp_path: Path) -> None:
     before = _open_descriptors()
     mover = _move_in_later(folder, "plan.json", 0.2)
     started = time.monotonic()
-    probe_runner.wait_for(str(folder / "plan.json"), LONG)
+    boot.wait_for(str(folder / "plan.json"), LONG)
     assert time.monotonic() - started < LONG / 4, "the move did not wake the wait"
     assert (folder / "plan.json").exists()
     mover.join()
@@ -48,16 +48,16 @@ def test_the_plan_moved_in_ends_the_wait_at_once(tmp_path: Path) -> None:
 
 def test_a_plan_already_there_ends_the_wait_before_it_starts(tmp_path: Path) -> None:
     (tmp_path / "plan.json").write_text("{}")
-    probe_runner.wait_for(str(tmp_path / "plan.json"), LONG)
+    boot.wait_for(str(tmp_path / "plan.json"), LONG)
 
 
 def test_without_inotify_the_wait_looks_at_its_interval(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """gVisor, or no inotify at all: the interval alone finds the plan."""
-    monkeypatch.setattr(probe_runner, "_watch_folder", lambda _folder: None)
+    monkeypatch.setattr(boot, "_watch_folder", lambda _folder: None)
     folder = tmp_path / "job"
     folder.mkdir()
     mover = _move_in_later(folder, "plan.json", 0.1)
-    probe_runner.wait_for(str(folder / "plan.json"), 0.01)
+    boot.wait_for(str(folder / "plan.json"), 0.01)
     assert (folder / "plan.json").exists()
     mover.join()

@@ -1,6 +1,6 @@
 """The output files a runner sends on its stream at its end, as the host reads them back.
 
-The runner's half (``probe_runner.send_outputs``) writes into a file here instead of the
+The runner's half (``runner.stream.send_outputs``) writes into a file here instead of the
 container's exec stream; the host's half is the decoder and archive reader the Docker backend
 uses, fed in chunks split anywhere, as a socket delivers them.
 """
@@ -17,10 +17,17 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandbox import probe_runner, wire
+from sandbox import wire
 from sandbox.base import Limits
-from sandbox.docker_sandbox import _CappedOutput, out_archive_bytes, read_output_archive
-from sandbox.outputs import CappedStream, ChannelDecoder, collect_outputs
+from sandbox.docker_sandbox import out_archive_bytes
+from sandbox.outputs import (
+    CappedOutput,
+    CappedStream,
+    ChannelDecoder,
+    collect_outputs,
+    read_output_archive,
+)
+from sandbox.runner.stream import Channel, send_outputs
 
 BUDGET = 4 << 20
 
@@ -38,7 +45,7 @@ def _sent(out: Path, budget: int = BUDGET) -> bytes:
     stream = out.parent / "stream"
     fd = os.open(stream, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        probe_runner.send_outputs(probe_runner._Channel(fd), str(out), budget, status=0)
+        send_outputs(Channel(fd), str(out), budget, status=0)
     finally:
         os.close(fd)
     return stream.read_bytes()
@@ -168,11 +175,12 @@ def test_a_malformed_end_frame_says_nothing(data: bytes) -> None:
     assert end is None or wire.runner_end(*end) == data
 
 
-def _follow(stream: bytes, limits: Limits) -> tuple[_CappedOutput, queue.Queue[bytes | None]]:
+def _follow(stream: bytes, limits: Limits) -> tuple[CappedOutput, queue.Queue[bytes | None]]:
     """The host's reader of a container's stream, fed ``stream`` and then left open."""
     chunks: queue.Queue[bytes | None] = queue.Queue()
     chunks.put(stream)
-    output = _CappedOutput(((chunk, None) for chunk in iter(chunks.get, None)), limits)
+    output = CappedOutput(((chunk, None) for chunk in iter(chunks.get, None)), limits,
+                          archive_limit=out_archive_bytes(limits))
     return output, chunks
 
 
