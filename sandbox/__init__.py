@@ -34,7 +34,7 @@ def available_backends() -> dict[str, Callable[[bool, Limits | None], SandboxBac
     def local(warm: bool, limits: Limits | None) -> SandboxBackend:
         from sandbox.local import LocalBackend
 
-        return LocalBackend()
+        return LocalBackend(warm=warm)
 
     def docker(warm: bool, limits: Limits | None) -> SandboxBackend:
         from sandbox.docker_backend import DockerBackend

@@ -36,8 +36,11 @@ def mha() -> Assignment:
 
 
 @pytest.fixture(scope="session")
-def local_pipeline() -> GradingPipeline:
-    return GradingPipeline(backend=LocalBackend())
+def local_pipeline() -> Iterator[GradingPipeline]:
+    """The local sandbox's warm runner (a process forked per grading), as a worker has it."""
+    backend = LocalBackend(warm=True)
+    yield GradingPipeline(backend=backend)
+    backend.close()
 
 
 @pytest.fixture

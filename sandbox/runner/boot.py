@@ -14,6 +14,9 @@ looking for it every SECONDS (2 ms by default) and whenever inotify tells of it.
 ``--sole-user`` says that every other process of this user belongs to the run (a container
 of its own), so the supervisor can tell the survivors of a run. ``--warm`` says the process
 is already warm (the fork server's job: forked from a server that warmed up once).
+
+``runner/__main__.py --fork FD`` is the local backend's warm runner instead (``serve_forks``):
+warmed up once, it forks a runner for each job asked for on the socket FD.
 """
 
 from __future__ import annotations
@@ -27,8 +30,13 @@ import ctypes
 import importlib
 import json
 import os
+import resource
 import select
 import signal
+import socket
+import tempfile
+from collections.abc import Mapping
+from typing import Any, NoReturn
 
 import torch
 from safetensors.torch import load_file
@@ -109,7 +117,125 @@ def _watch_folder(folder: str) -> int | None:
     return watch
 
 
+PR_SET_CHILD_SUBREAPER = 36
+_REQUEST_BYTES = 1 << 16
+
+
+def serve_forks(control_fd: int) -> NoReturn:
+    """The local backend's warm runner: torch imported and warmed up once, then a process
+    forked for each job asked for on ``control_fd`` (``sandbox.local.ForkingRunner``).
+
+    A request is a JSON object (the job's folders, environment and rlimits) with the job's
+    stdout and stderr descriptors passed beside it. Each job gets a keeper, forked from this
+    process, that forks the job's runner, tells its pid, waits for it, kills whatever it left
+    behind (a subreaper, it inherits every orphan of the job) and then tells its wait status.
+    This process never runs student code. When the host's end closes, every job is killed
+    and the server ends.
+    """
+    torch.set_num_threads(1)
+    warm_up()
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    control = socket.socket(fileno=control_fd)
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, _REQUEST_BYTES, 2)
+        except OSError:
+            break
+        if not message:
+            break
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _keep(control, json.loads(message), fds)
+            finally:
+                os._exit(70)
+        for fd in fds:
+            os.close(fd)
+        _reap_children()
+    _kill_children()
+    os._exit(0)
+
+
+def _keep(control: socket.socket, request: Mapping[str, Any], fds: list[int]) -> None:
+    """One job's keeper: fork its runner, tell its pid and, once it and every process it left
+    behind are gone, its wait status."""
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            control.close()
+            _become_job(request, fds)
+        finally:
+            os._exit(70)
+    for fd in fds:
+        os.close(fd)
+    control.send(json.dumps({"id": request["id"], "pid": pid}).encode())
+    _, status = os.waitpid(pid, 0)
+    _kill_children()
+    control.send(json.dumps({"id": request["id"], "status": status}).encode())
+    os._exit(0)
+
+
+def _become_job(request: Mapping[str, Any], fds: list[int]) -> None:
+    """Turn this forked process into the job's runner, as a fresh one would start: its own
+    session, its pipes, folder, environment and rlimits; then run it (never returns)."""
+    os.setsid()
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(stdin, 0)
+    for target, fd in zip((1, 2), fds, strict=True):
+        os.dup2(fd, target)
+    for fd in (stdin, *fds):
+        os.close(fd)
+    os.chdir(request["tmp"])
+    os.environ.update(request["environment"])
+    tempfile.tempdir = None  # the job's TMPDIR, not the server's
+    for name, (soft, hard) in request["rlimits"].items():
+        resource.setrlimit(getattr(resource, name), (soft, hard))
+    main([request["job"], request["out"], "--warm"])
+
+
+def _reap_children() -> None:
+    """Reap the children that have ended, without waiting."""
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def _kill_children() -> None:
+    """Kill this process's children until none is left: an orphan of one of them is
+    inherited by this subreaper and killed in a later round."""
+    me = str(os.getpid())
+    for _ in range(1000):
+        children = [pid for pid in _pids_in_proc() if _parent_of(pid) == me]
+        for pid in children:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            return
+        time.sleep(0.001)
+
+
+def _pids_in_proc() -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def _parent_of(pid: int) -> str:
+    """The parent pid of ``pid`` from ``/proc/PID/stat`` (empty if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat_line = handle.read()
+    except OSError:
+        return ""
+    fields = stat_line[stat_line.rfind(b")") + 2:].split()
+    return fields[1].decode() if len(fields) > 1 else ""
+
+
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["--fork"]:
+        serve_forks(int(argv[1]))
     job_dir, out_dir = argv[0], argv[1]
     torch.set_num_threads(1)
     # The host's stream: kept on a descriptor of its own, and stdout made /dev/null until the
