@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from grader.notebook import CELL_REF
-from service.courses import course_role
+from service.courses.enrolment import course_role
 from service.errors import ServiceError
 from service.gradebook import Scored, counted_score, scored_submissions, standings
 from service.instructor import load_submissions

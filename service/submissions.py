@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from service.courses import course_role
+from service.courses.enrolment import course_role
 from service.errors import Forbidden, NotFound, RateLimited
 from service.gradebook import Deadline, Scored, deadline_of, score_of, scores_by_id
 from service.lateness import late_days

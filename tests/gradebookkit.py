@@ -14,8 +14,8 @@ from flask.testing import FlaskClient
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from service.accounts import hash_password
-from service.courses import create_course, enrol, sync_assignments
+from service.courses.accounts import hash_password
+from service.courses.enrolment import create_course, enrol, sync_assignments
 from service.db import session as db_session
 from service.models import (
     CourseAssignment,

@@ -24,9 +24,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from service import db
-from service.accounts import create_user, issue_token
 from service.app import create_app
-from service.courses import create_course, enrol, sync_assignments
+from service.courses.accounts import create_user, issue_token
+from service.courses.enrolment import create_course, enrol, sync_assignments
 from service.models import Course, CourseAssignment, CourseRole, Role, User
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,7 +8,8 @@ from service.api.openapi import openapi_document
 from service.auth import current_user, login_required
 from service.bulk import archive_response
 from service.catalogue import assignment_detail, public_file
-from service.courses import find_assignment, require_instructor, visible_assignments
+from service.courses.enrolment import find_assignment, require_instructor, visible_assignments
+from service.courses.serialise import assignment_json
 from service.db import session
 from service.errors import UnsupportedMedia
 from service.gradebook import deadline_of, gradebook
@@ -39,7 +40,6 @@ from service.records import (
     revoke_extension,
 )
 from service.release import apply_settings
-from service.serialise import assignment_json
 from service.status_watch import submission_after_wait
 from service.submissions import (
     count_mine,

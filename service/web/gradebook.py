@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 from flask import Response, abort, flash, jsonify, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
-from service.courses import find_assignment, require_instructor
+from service.courses.enrolment import find_assignment, require_instructor
 from service.dashboard import queue_counts
 from service.db import session
 from service.errors import ServiceError

@@ -19,9 +19,9 @@ from flask import (
 from sqlalchemy import select
 from werkzeug.wrappers import Response as BaseResponse
 
-from service.accounts import create_user, issue_token, revoke_token
 from service.bulk import archive_response
-from service.courses import course_by_code, enrol, find_assignment, require_instructor
+from service.courses.accounts import create_user, issue_token, revoke_token
+from service.courses.enrolment import course_by_code, enrol, find_assignment, require_instructor
 from service.dashboard import (
     SubmissionFilter,
     assignment_stats,

@@ -7,7 +7,7 @@ from flask import current_app, flash, redirect, render_template, request, url_fo
 from sqlalchemy import select
 from werkzeug.wrappers import Response as BaseResponse
 
-from service.courses import course_by_code, taught_assignment
+from service.courses.enrolment import course_by_code, taught_assignment
 from service.dashboard import teaches
 from service.db import session
 from service.errors import Forbidden, NotFound, ServiceError

@@ -139,7 +139,7 @@ def login_throttle() -> LoginThrottle:
 def throttled_authenticate(username: str, password: str) -> Any:
     """``authenticate`` behind the login throttle: TooManyLogins (429) for an address with too
     many failures, a delay for an account with too many, Unauthorized for a wrong password."""
-    from service.accounts import authenticate
+    from service.courses.accounts import authenticate
     from service.db import session
     from service.errors import ServiceError, Unauthorized
 

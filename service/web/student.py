@@ -22,7 +22,7 @@ from werkzeug.wrappers import Response as BaseResponse
 from assignments.spec import load_spec
 from grader.notebook import NOTEBOOK_SUFFIX
 from service.catalogue import assignment_detail, public_file
-from service.courses import course_role, find_assignment, visible_assignments
+from service.courses.enrolment import course_role, find_assignment, visible_assignments
 from service.dashboard import counted_scores, pointed_cells, pointed_lines, taught_courses
 from service.db import session
 from service.errors import ServiceError

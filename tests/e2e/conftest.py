@@ -22,10 +22,10 @@ import pytest
 from sqlalchemy import select
 
 from service import db
-from service.accounts import create_user
 from service.app import create_app
 from service.cli.database import app_session
-from service.courses import create_course, enrol, sync_assignments
+from service.courses.accounts import create_user
+from service.courses.enrolment import create_course, enrol, sync_assignments
 from service.models import CourseAssignment, CourseRole, Role, utcnow
 from tests.servicekit import PASSWORD, Stack, free_port
 

@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import select
 
 from assignments.spec import load_spec
-from service.accounts import create_user
 from service.app import create_app
 from service.cli.database import app_session
-from service.courses import course_by_code, enrol
+from service.courses.accounts import create_user
+from service.courses.enrolment import course_by_code, enrol
 from service.models import (
     CourseAssignment,
     LatePolicy,

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from service.accounts import create_user
 from service.app import create_app
 from service.cli.database import app_session
-from service.courses import course_by_code, enrol
+from service.courses.accounts import create_user
+from service.courses.enrolment import course_by_code, enrol
 from service.models import CourseRole, Role
 from tests.e2e.conftest import COURSE, Live, login, screenshot
 from tests.e2e.test_browser_pictures import audit

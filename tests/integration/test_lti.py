@@ -18,7 +18,7 @@ from sqlalchemy import delete, select, update
 from werkzeug.serving import make_server
 
 from service import db
-from service.accounts import create_user, issue_token
+from service.courses.accounts import create_user, issue_token
 from service.extensions import lti_runtime as runtime
 from service.grading import GradingPolicy, claim, store_result
 from service.lti.identity import lms_users_of

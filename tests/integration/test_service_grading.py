@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable, create_backend
 from service import db
-from service.accounts import create_user
+from service.courses.accounts import create_user
 from service.grading import (
     GradingInterrupted,
     GradingPolicy,
