@@ -37,9 +37,9 @@ from sandbox import SandboxUnavailable
 from service.db import rows_changed
 from service.edge import replace_unstorable
 from service.events import SILENT, Announcer, Event
-from service.gradebook import deadline_of, rule_of
-from service.lateness import final_score, late_days
 from service.models import Result, Submission, SubmissionStatus, utcnow
+from service.submissions.gradebook import deadline_of, rule_of
+from service.submissions.lateness import final_score, late_days
 from service.waiting import WAITING_MESSAGE
 
 log = logging.getLogger(__name__)
@@ -203,7 +203,7 @@ def store_result(session: Session, claim_: Claim, document: dict[str, Any],
 def _after_late_policy(session: Session, submission: Submission, score: float,
                        max_score: float) -> float:
     """The final score as it stands when the result is stored (a record: pages and exports
-    derive it again when read, by ``service.gradebook``)."""
+    derive it again when read, by ``service.submissions.gradebook``)."""
     assignment = submission.assignment
     deadline = deadline_of(session, assignment, submission.user_id).at
     return final_score(score, max_score, days_late=late_days(submission.requested_at, deadline),

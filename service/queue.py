@@ -24,7 +24,7 @@ DELIVER_TASK = "autograde.deliver"
 SYNC_COURSE_TASK = "autograde.sync_lms_course"
 SYNC_ALL_TASK = "autograde.sync_lms_rosters"
 SIMILARITY_TASK = "autograde.similarity_report"
-"""Compute one similarity run (``service.similarity.run_report``): its id."""
+"""Compute one similarity run (``service.submissions.similarity.run_report``): its id."""
 
 
 def send(task: str, *args: str | int, countdown: float | None = None) -> None:

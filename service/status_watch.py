@@ -36,7 +36,7 @@ from sqlalchemy.orm import Session
 from service import extensions
 from service.errors import ServiceError
 from service.models import Submission, SubmissionStatus, User
-from service.submissions import readable_submission
+from service.submissions.submitting import readable_submission
 
 log = logging.getLogger(__name__)
 

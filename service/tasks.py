@@ -53,8 +53,8 @@ from service.queue import (
     SYNC_COURSE_TASK,
     enqueue,
 )
-from service.similarity import run_report
 from service.status_watch import status_publisher
+from service.submissions.similarity import run_report
 from service.webhooks.delivery import WebhookChannel, WebhookCourier, WebhookPolicy
 
 log = logging.getLogger(__name__)

@@ -37,7 +37,7 @@ from service.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
-from service.release import apply_settings
+from service.submissions.release import apply_settings
 from service.webhooks.egress import EgressPolicy
 from service.webhooks.endpoints import course_endpoints, create_endpoint
 

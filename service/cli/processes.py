@@ -159,8 +159,8 @@ def release_demo_results(session: Session, course: Course) -> None:
     its results are released, so a student sees every check and a final score at once."""
     from sqlalchemy import select
 
-    from service.instructor import update_settings
     from service.models import CourseAssignment
+    from service.submissions.instructor import update_settings
 
     for assignment in session.scalars(select(CourseAssignment).where(
             CourseAssignment.course_id == course.id)):

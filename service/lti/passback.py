@@ -26,7 +26,6 @@ from sqlalchemy.orm import Session
 from service import queue
 from service.errors import NotFound
 from service.events import Event
-from service.gradebook import counted_score, deadline_of
 from service.lti.keys import sign
 from service.lti.provision import SCORE_SCOPE
 from service.models import (
@@ -41,7 +40,8 @@ from service.models import (
     utcnow,
 )
 from service.outbox import Outcome, RetryPolicy, Sent, Settled, attempt, dispatch_due, due
-from service.visibility import released
+from service.submissions.gradebook import counted_score, deadline_of
+from service.submissions.visibility import released
 
 log = logging.getLogger(__name__)
 
@@ -176,8 +176,8 @@ def scores_url(lineitem_url: str) -> str:
 def chosen_result(session: Session, user_id: int, assignment: CourseAssignment
                   ) -> tuple[Result, float] | None:
     """The result of the student's counted submission and its final score, as the gradebook
-    decides them (``service.gradebook.counted_score``: policy, deadline and extensions, late
-    penalty, adjustments) — the same score as their page, the CSV and the API."""
+    decides them (``service.submissions.gradebook.counted_score``: policy, deadline and
+    extensions, late penalty, adjustments) — the same score as their page, the CSV and the API."""
     counted = counted_score(session, user_id, assignment)
     if counted is None or counted.result_id is None or counted.final is None:
         return None

@@ -8,7 +8,6 @@ from sqlalchemy import select
 from werkzeug.wrappers import Response as BaseResponse
 
 from service.courses.enrolment import course_by_code, taught_assignment
-from service.dashboard import teaches
 from service.db import session
 from service.errors import Forbidden, NotFound, ServiceError
 from service.extensions import lti_runtime
@@ -21,7 +20,8 @@ from service.lti.platforms import Registration, list_platforms, register_platfor
 from service.lti.services import ServiceSettings, request_sync, sync_lineitem
 from service.lti.views import tool_base_url
 from service.models import CourseAssignment, LtiResourceLink, Role, User
-from service.release import release_results
+from service.submissions.dashboard import teaches
+from service.submissions.release import release_results
 from service.web.forms import ButtonForm
 from service.web.pages import page_blueprint
 from service.web.session_auth import login_page, page_user

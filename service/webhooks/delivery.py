@@ -25,7 +25,6 @@ from standardwebhooks import Webhook
 
 from service import queue
 from service.events import Event
-from service.gradebook import score_of
 from service.lti.identity import lms_identity
 from service.models import (
     Result,
@@ -35,6 +34,7 @@ from service.models import (
     utcnow,
 )
 from service.outbox import Outcome, RetryPolicy, Sent, attempt, dispatch_due, due
+from service.submissions.gradebook import score_of
 from service.webhooks.egress import EgressPolicy, RefusedTarget, Target, resolve_target
 
 log = logging.getLogger(__name__)

@@ -16,14 +16,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from service import db
-from service.dashboard import (
-    code_frequency,
-    pointed_lines,
-    score_histogram,
-    stuck_students,
-    submission_timeline,
-)
-from service.gradebook import Scored
 from service.models import (
     CourseAssignment,
     CourseRole,
@@ -35,6 +27,14 @@ from service.models import (
     User,
     utcnow,
 )
+from service.submissions.dashboard import (
+    code_frequency,
+    pointed_lines,
+    score_histogram,
+    stuck_students,
+    submission_timeline,
+)
+from service.submissions.gradebook import Scored
 from service.web.render import markdown
 from tests.servicekit import PASSWORD, Factory
 

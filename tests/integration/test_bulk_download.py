@@ -30,7 +30,7 @@ from service.models import (
     User,
     utcnow,
 )
-from service.similarity import run_report
+from service.submissions.similarity import run_report
 from tests.servicekit import PASSWORD, Factory
 
 

@@ -11,8 +11,8 @@ import pytest
 from flask import Flask
 
 from service import db
-from service.instructor import export_scores_csv
 from service.models import CourseAssignment, User
+from service.submissions.instructor import export_scores_csv
 from tests.gradebookkit import seed_course, signed_in
 
 pytestmark = pytest.mark.slow

@@ -25,11 +25,11 @@ from service.grading import (
     reap,
     store_result,
 )
-from service.instructor import export_scores_csv, gradescope_results, regrade
 from service.models import CourseAssignment, Result, Submission, SubmissionStatus, User, utcnow
-from service.submissions import RateLimit, submission_json, submit
+from service.submissions.instructor import export_scores_csv, gradescope_results, regrade
+from service.submissions.submitting import RateLimit, submission_json, submit
+from service.submissions.visibility import student_view
 from service.tasks import current_grading
-from service.visibility import student_view
 from tests.servicekit import Factory, corpus
 
 POLICY = GradingPolicy(lease_seconds=60, max_attempts=3)

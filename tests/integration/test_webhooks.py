@@ -29,7 +29,7 @@ from service.models import (
     WebhookEndpoint,
     utcnow,
 )
-from service.submissions import RateLimit, submit
+from service.submissions.submitting import RateLimit, submit
 from service.webhooks.delivery import (
     WebhookChannel,
     WebhookPolicy,

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.similarity import FLOOR, compare, segments, source_text, threshold
+from service.submissions.similarity import FLOOR, compare, segments, source_text, threshold
 from tests.notebookkit import notebook
 from tests.similaritykit import distinct_submission, near_copy, seeded_class
 
