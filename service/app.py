@@ -20,8 +20,8 @@ from service.config import load_config
 from service.db import Database, session
 from service.edge import install_edge_checks
 from service.errors import register_error_handlers
+from service.grading.status_watch import StatusWatch
 from service.lti.views import init_lti
-from service.status_watch import StatusWatch
 from service.web import init_web
 
 

@@ -18,10 +18,10 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from service.db import Database
-    from service.events import Announcer
-    from service.grading import SubmissionGrading
+    from service.grading.events import Announcer
+    from service.grading.exactly_once import SubmissionGrading
+    from service.grading.status_watch import StatusWatch
     from service.lti.runtime import LtiRuntime
-    from service.status_watch import StatusWatch
     from service.web.security import LoginThrottle
 
 T = TypeVar("T")
@@ -60,12 +60,13 @@ database: Shared[Database] = Shared("autograde.db")
 celery: Shared[Celery] = Shared("celery")
 """The Celery app, to send tasks by name (``service.queue``)."""
 announcer: Shared[Announcer] = Shared("autograde.announcer")
-"""The channels finished submissions are delivered on (``service.events``); the worker's."""
+"""The channels finished submissions are delivered on (``service.grading.events``); the worker's."""
 grading: Shared[SubmissionGrading] = Shared("autograde.grading")
-"""Claims, grades and stores one submission (``service.grading``); the worker's."""
+"""Claims, grades and stores one submission (``service.grading.exactly_once``); the worker's."""
 lti_runtime: Shared[LtiRuntime] = Shared("autograde.lti")
 """The platforms' keys and the access tokens they issued us (``service.lti.runtime``)."""
 login_throttle: Shared[LoginThrottle] = Shared("autograde.login_throttle")
 """Failed logins counted per address and account (``service.web.security``)."""
 status_watch: Shared[StatusWatch] = Shared("autograde.status_watch")
-"""Wakes the requests that wait for a submission's status to change (``service.status_watch``)."""
+"""Wakes the requests that wait for a submission's status to change
+(``service.grading.status_watch``)."""

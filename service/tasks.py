@@ -4,7 +4,7 @@ This is the one place the worker is wired, and only the worker imports it (``ser
 the web side sends these tasks by name through ``service.queue``. The submission grading (pipeline,
 sandbox backend, policy) and the announcer (the channels finished submissions are delivered on) are
 built here, once per worker process on first use, from the app's config. Grading itself lives
-in ``service.grading``.
+in ``service.grading.exactly_once``.
 """
 
 from __future__ import annotations
@@ -26,23 +26,25 @@ from grader.learning import REFERENCE_TRAININGS
 from grader.pipeline import GradingPipeline, use_one_thread
 from sandbox import create_backend
 from sandbox.selection import choose_backend
-from service import extensions, outbox
+from service import extensions
 from service.db import database, session
-from service.events import Announcer
-from service.grading import (
+from service.grading import outbox
+from service.grading.events import Announcer
+from service.grading.exactly_once import (
     CONNECTION_ERRORS,
     GradingInterrupted,
     GradingPolicy,
     SubmissionGrading,
     reap,
 )
+from service.grading.outbox import Courier
+from service.grading.status_watch import status_publisher
 from service.lti.passback import GradePassback, PassbackSettings, ScoreCourier
 from service.lti.services import (
     ServiceSettings,
     contexts_to_sync,
     sync_context,
 )
-from service.outbox import Courier
 from service.queue import (
     DELIVER_TASK,
     GRADE_TASK,
@@ -53,7 +55,6 @@ from service.queue import (
     SYNC_COURSE_TASK,
     enqueue,
 )
-from service.status_watch import status_publisher
 from service.submissions.similarity import run_report
 from service.webhooks.delivery import WebhookChannel, WebhookCourier, WebhookPolicy
 

@@ -10,10 +10,10 @@ from service.courses.enrolment import find_assignment, require_instructor, visib
 from service.courses.serialise import assignment_json
 from service.db import session
 from service.errors import UnsupportedMedia
+from service.grading.status_watch import submission_after_wait
 from service.http import int_arg, json_body
 from service.models import CourseAssignment, Submission
 from service.queue import enqueue
-from service.status_watch import submission_after_wait
 from service.submissions.bulk import archive_response
 from service.submissions.catalogue import assignment_detail, public_file
 from service.submissions.gradebook import deadline_of, gradebook

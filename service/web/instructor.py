@@ -23,6 +23,7 @@ from service.courses.accounts import create_user, issue_token, revoke_token
 from service.courses.enrolment import course_by_code, enrol, find_assignment, require_instructor
 from service.db import session
 from service.errors import Conflict, Forbidden, NotFound, ServiceError
+from service.grading.waiting import sandbox_status
 from service.models import Course, CourseAssignment, CourseRole, Role, User
 from service.pagination import page_numbers
 from service.queue import SIMILARITY_TASK, enqueue, send
@@ -56,7 +57,6 @@ from service.submissions.similarity import (
     similarity_state,
 )
 from service.submissions.submitting import readable_submission
-from service.waiting import sandbox_status
 from service.web.forms import ButtonForm, EnrolForm, NewUserForm, TokenForm
 from service.web.pages import page_blueprint
 from service.web.session_auth import login_page, page_user

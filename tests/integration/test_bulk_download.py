@@ -17,7 +17,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
 from service import db
-from service.grading import Claim, store_result
+from service.grading.exactly_once import Claim, store_result
 from service.models import (
     CourseAssignment,
     CourseRole,

@@ -15,7 +15,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from service import db
-from service.grading import Claim, store_result
+from service.grading.exactly_once import Claim, store_result
 from service.models import (
     CourseAssignment,
     CourseRole,

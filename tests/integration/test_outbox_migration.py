@@ -11,6 +11,7 @@ from flask import Flask
 from sqlalchemy import create_engine, select, text
 
 from service import db
+from service.grading.outbox import due
 from service.models import (
     DeliveryStatus,
     LtiContext,
@@ -24,7 +25,6 @@ from service.models import (
     WebhookEndpoint,
     utcnow,
 )
-from service.outbox import due
 from tests.servicekit import Factory
 
 KEPT = "id, status, attempts, last_error, delivered_at, dispatched_at, created_at"

@@ -17,7 +17,7 @@ from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable, create_backend
 from service import db
 from service.courses.accounts import create_user
-from service.grading import (
+from service.grading.exactly_once import (
     GradingInterrupted,
     GradingPolicy,
     SubmissionGrading,

@@ -14,9 +14,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from service import db
-from service.grading import GradingPolicy, claim
+from service.grading.exactly_once import GradingPolicy, claim
+from service.grading.status_watch import RedisSource, SqliteSource, StatusWatch, status_publisher
 from service.models import Submission
-from service.status_watch import RedisSource, SqliteSource, StatusWatch, status_publisher
 from service.submissions.submitting import RateLimit, submit
 from service.tasks import current_grading
 from tests.servicekit import PASSWORD, REDIS_URL, Factory, corpus, redis_or_skip

@@ -18,8 +18,8 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from service import db
-from service.events import Announcer
-from service.grading import GradingPolicy, claim, give_up, store_result
+from service.grading.events import Announcer
+from service.grading.exactly_once import GradingPolicy, claim, give_up, store_result
 from service.models import (
     CourseRole,
     DeliveryStatus,

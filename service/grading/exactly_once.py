@@ -36,11 +36,11 @@ from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable
 from service.db import rows_changed
 from service.edge import replace_unstorable
-from service.events import SILENT, Announcer, Event
+from service.grading.events import SILENT, Announcer, Event
+from service.grading.waiting import WAITING_MESSAGE
 from service.models import Result, Submission, SubmissionStatus, utcnow
 from service.submissions.gradebook import deadline_of, rule_of
 from service.submissions.lateness import final_score, late_days
-from service.waiting import WAITING_MESSAGE
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +254,7 @@ class SubmissionGrading:
         self._pipeline_factory = pipeline
         self.announcer = announcer
         # Called after each committed status change (claimed, stored, given up, released):
-        # wakes the requests waiting on the submission (``service.status_watch``).
+        # wakes the requests waiting on the submission (``service.grading.status_watch``).
         self.status_changed = status_changed
         self._pipeline: GradingPipeline | None = None
         self.policy = policy
