@@ -18,6 +18,7 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
+from service.extensions import Shared
 from service.models import Submission
 
 log = logging.getLogger(__name__)
@@ -69,3 +70,7 @@ class Announcer:
 
 SILENT = Announcer()
 """No channels: what the grading functions use when a caller gives none (tests of the core)."""
+
+announcer: Shared[Announcer] = Shared("autograde.announcer")
+"""The channels finished submissions are delivered on; the worker's, built on first use
+(``service.tasks``)."""

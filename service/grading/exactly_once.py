@@ -36,6 +36,7 @@ from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable
 from service.db import rows_changed
 from service.edge import replace_unstorable
+from service.extensions import Shared
 from service.grading.events import SILENT, Announcer, Event
 from service.grading.waiting import WAITING_MESSAGE
 from service.models import Result, Submission, SubmissionStatus, utcnow
@@ -341,6 +342,11 @@ class SubmissionGrading:
     def close(self) -> None:
         if self._pipeline is not None:
             self._pipeline.backend.close()
+
+
+submission_grading: Shared[SubmissionGrading] = Shared("autograde.grading")
+"""Claims, grades and stores one submission; the worker process's, built on first use
+(``service.tasks``)."""
 
 
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (

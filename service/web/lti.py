@@ -10,13 +10,13 @@ from werkzeug.wrappers import Response as BaseResponse
 from service.courses.enrolment import course_by_code, taught_assignment
 from service.db import session
 from service.errors import Forbidden, NotFound, ServiceError
-from service.extensions import lti_runtime
 from service.lti import pages
 from service.lti.forms import PlatformForm
 from service.lti.keys import published_keys, retired_key_days, rotate_key
 from service.lti.pages import ReleaseState, course_contexts, lms_page, roster_of
 from service.lti.passback import passbacks_of, resend_passback
 from service.lti.platforms import Registration, list_platforms, register_platform, tool_urls
+from service.lti.runtime import lti_runtime
 from service.lti.services import ServiceSettings, request_sync, sync_lineitem
 from service.lti.views import tool_base_url
 from service.models import CourseAssignment, LtiResourceLink, Role, User

@@ -19,12 +19,12 @@ from werkzeug.serving import make_server
 
 from service import db
 from service.courses.accounts import create_user, issue_token
-from service.extensions import lti_runtime as runtime
 from service.grading.exactly_once import GradingPolicy, claim, store_result
 from service.lti.identity import lms_users_of
 from service.lti.keys import rotate_key
 from service.lti.passback import GradePassback, PassbackSettings, publish, scores_url
 from service.lti.platforms import Registration, register_platform
+from service.lti.runtime import lti_runtime as runtime
 from service.models import (
     CourseAssignment,
     Extension,
