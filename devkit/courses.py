@@ -18,8 +18,8 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from service import db
-from service.accounts import create_user, hash_password, issue_token
-from service.courses import create_course, enrol, sync_assignments
+from service.courses.accounts import create_user, hash_password, issue_token
+from service.courses.enrolment import create_course, enrol, sync_assignments
 from service.models import (
     Course,
     CourseAssignment,

@@ -15,7 +15,7 @@ what the curve shows, in the order the check's observation names it: ``learned``
 ``diverged``, ``untrained-weights`` (weights no gradient reached), ``leaks-the-future``,
 ``learned-nothing``, ``learned-part`` or ``inconsistent``
 (accurate, but its weights compute something else with correct attention). A student reads an
-entry only while one of its ``tests`` is released to them (``service/visibility.py``).
+entry only while one of its ``tests`` is released to them (``service/submissions/visibility.py``).
 """
 
 from __future__ import annotations

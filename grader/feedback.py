@@ -310,7 +310,7 @@ class Diagnosis:
 
 
 # What each release tier shows, from the most restricted up; everything is shown once results
-# are published (service.visibility decides which tier a student is in).
+# are published (service.submissions.visibility decides which tier a student is in).
 RELEASE_TIERS: tuple[tuple[str, frozenset[Visibility]], ...] = (
     ("visible", frozenset({Visibility.VISIBLE})),
     ("after_due_date", frozenset({Visibility.VISIBLE, Visibility.AFTER_DUE_DATE})),

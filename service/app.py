@@ -13,15 +13,15 @@ from flask import Flask, Response, jsonify
 from sqlalchemy import text
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from service import api, auth, extensions
+from service import api, auth
 from service.api import lti as api_lti
 from service.celery_app import celery_init_app
 from service.config import load_config
-from service.db import Database, session
+from service.db import Database, database, session
 from service.edge import install_edge_checks
 from service.errors import register_error_handlers
+from service.grading.status_watch import StatusWatch, status_watch
 from service.lti.views import init_lti
-from service.status_watch import StatusWatch
 from service.web import init_web
 
 
@@ -39,10 +39,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
                                                    "%(message)s")
 
-    db = extensions.database.install(app, Database(app.config["DATABASE_URL"]))
+    db = database.install(app, Database(app.config["DATABASE_URL"]))
     app.teardown_appcontext(lambda _exc: db.sessions.remove())
 
-    extensions.status_watch.install(app, StatusWatch.from_config(app.config))
+    status_watch.install(app, StatusWatch.from_config(app.config))
     register_error_handlers(app)
     app.register_blueprint(auth.blueprint)
     app.register_blueprint(api.blueprint)

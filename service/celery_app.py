@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery, Task
-from celery.signals import after_task_publish, worker_process_init, worker_process_shutdown
+from celery.signals import after_task_publish, worker_process_init
 from flask import Flask
 
-from service import extensions
 from service.config import celery_settings
 from service.db import database
+from service.queue import celery as shared_celery
 from service.queue_wake import wake_address, waker
 
 
@@ -31,19 +31,13 @@ def celery_init_app(app: Flask) -> Celery:
     celery = Celery(app.name, task_cls=FlaskTask)
     celery.config_from_object(celery_settings(app.config))
     celery.set_default()
-    extensions.celery.install(app, celery)
+    shared_celery.install(app, celery)
 
     def after_fork(**_: Any) -> None:
-        extensions.database.of(app).dispose_after_fork()
-
-    def at_exit(**_: Any) -> None:
-        grading = extensions.grading.remove(app)
-        if grading is not None:
-            grading.close()
+        database.of(app).dispose_after_fork()
 
     address = wake_address(str(app.config["BROKER_URL"]))
     if address is not None:  # an embedded queue: its worker learns of each task at once
         after_task_publish.connect(waker(address), weak=False, dispatch_uid=address)
     worker_process_init.connect(after_fork, weak=False)
-    worker_process_shutdown.connect(at_exit, weak=False)
     return celery

@@ -9,7 +9,7 @@ from sqlalchemy import CursorResult, Engine, Executable, create_engine, event
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 from sqlalchemy.pool import NullPool
 
-from service import extensions
+from service.extensions import Shared
 
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig
@@ -57,9 +57,8 @@ def _ensure_parent(url: str) -> None:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
 
 
-def database() -> Database:
-    """The current app's database."""
-    return extensions.database()
+database: Shared[Database] = Shared("autograde.db")
+"""The current app's database: the engine and the scoped sessions (installed by ``create_app``)."""
 
 
 def session() -> Session:

@@ -1,28 +1,18 @@
-"""The app's shared objects, in one home: each is installed on the Flask app once and read
-back through a typed accessor, never through ``current_app.extensions["..."]`` at the call site.
+"""A typed accessor to one of the app's shared objects, under its key in ``app.extensions``.
 
-``create_app`` installs the database, Celery, the LTI runtime, the login throttle and the
-status watch; the worker
-(``service.tasks``) builds the announcer and the submission grading on first use. This module
-imports nothing of ours at run time, so anything may import it without a cycle.
+Each owner declares the accessor of what it shares beside it (``service.db.database``,
+``service.queue.celery``, ``service.grading.status_watch.status_watch``, ...): it is installed
+on the Flask app once and read back through the accessor, never through
+``current_app.extensions["..."]`` at the call site. This module imports nothing of ours, so any
+owner may import it without a cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar, cast
+from typing import Generic, TypeVar, cast
 
 from flask import Flask, current_app
-
-if TYPE_CHECKING:
-    from celery import Celery
-
-    from service.db import Database
-    from service.events import Announcer
-    from service.grading import SubmissionGrading
-    from service.lti.runtime import LtiRuntime
-    from service.status_watch import StatusWatch
-    from service.web.security import LoginThrottle
 
 T = TypeVar("T")
 
@@ -53,19 +43,3 @@ class Shared(Generic[T]):
 
     def remove(self, app: Flask) -> T | None:
         return cast("T | None", app.extensions.pop(self.key, None))
-
-
-database: Shared[Database] = Shared("autograde.db")
-"""The engine and the scoped sessions (``service.db``)."""
-celery: Shared[Celery] = Shared("celery")
-"""The Celery app, to send tasks by name (``service.queue``)."""
-announcer: Shared[Announcer] = Shared("autograde.announcer")
-"""The channels finished submissions are delivered on (``service.events``); the worker's."""
-grading: Shared[SubmissionGrading] = Shared("autograde.grading")
-"""Claims, grades and stores one submission (``service.grading``); the worker's."""
-lti_runtime: Shared[LtiRuntime] = Shared("autograde.lti")
-"""The platforms' keys and the access tokens they issued us (``service.lti.runtime``)."""
-login_throttle: Shared[LoginThrottle] = Shared("autograde.login_throttle")
-"""Failed logins counted per address and account (``service.web.security``)."""
-status_watch: Shared[StatusWatch] = Shared("autograde.status_watch")
-"""Wakes the requests that wait for a submission's status to change (``service.status_watch``)."""

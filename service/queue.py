@@ -9,12 +9,19 @@ the worker process. Celery is the only dependency (the app's instance, built by
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from flask import current_app
 
-from service import extensions
+from service.extensions import Shared
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 log = logging.getLogger(__name__)
+
+celery: Shared[Celery] = Shared("celery")
+"""The app's Celery instance, to send tasks by name (installed by ``service.celery_app``)."""
 
 GRADE_TASK = "autograde.grade_submission"
 REAP_TASK = "autograde.reap_stuck_submissions"
@@ -24,21 +31,21 @@ DELIVER_TASK = "autograde.deliver"
 SYNC_COURSE_TASK = "autograde.sync_lms_course"
 SYNC_ALL_TASK = "autograde.sync_lms_rosters"
 SIMILARITY_TASK = "autograde.similarity_report"
-"""Compute one similarity run (``service.similarity.run_report``): its id."""
+"""Compute one similarity run (``service.submissions.similarity.run_report``): its id."""
 
 
 def send(task: str, *args: str | int, countdown: float | None = None) -> None:
     """Send ``task`` with ``args`` on the service's queue; raises when the broker cannot take it
     (callers that record their work first, the outbox channels, send it again later)."""
-    extensions.celery().send_task(task, args=list(args), queue=current_app.config["QUEUE"],
-                                  countdown=countdown)
+    celery().send_task(task, args=list(args), queue=current_app.config["QUEUE"],
+                       countdown=countdown)
 
 
 def enqueue(submission_id: int) -> None:
     """Send the grading task; call only after the submission is committed. A failure to publish
     loses nothing: the submission stays ``queued`` and the reaper sends it again."""
     try:
-        extensions.celery().send_task(
+        celery().send_task(
             GRADE_TASK, args=[submission_id], queue=current_app.config["QUEUE"], retry=True,
             retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5,
                           "interval_max": 1.0})

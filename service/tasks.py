@@ -4,7 +4,7 @@ This is the one place the worker is wired, and only the worker imports it (``ser
 the web side sends these tasks by name through ``service.queue``. The submission grading (pipeline,
 sandbox backend, policy) and the announcer (the channels finished submissions are delivered on) are
 built here, once per worker process on first use, from the app's config. Grading itself lives
-in ``service.grading``.
+in ``service.grading.exactly_once``.
 """
 
 from __future__ import annotations
@@ -26,23 +26,26 @@ from grader.learning import REFERENCE_TRAININGS
 from grader.pipeline import GradingPipeline, use_one_thread
 from sandbox import create_backend
 from sandbox.selection import choose_backend
-from service import extensions, outbox
 from service.db import database, session
-from service.events import Announcer
-from service.grading import (
+from service.grading import outbox
+from service.grading.events import Announcer, announcer
+from service.grading.exactly_once import (
     CONNECTION_ERRORS,
     GradingInterrupted,
     GradingPolicy,
     SubmissionGrading,
     reap,
+    submission_grading,
 )
+from service.grading.outbox import Courier
+from service.grading.status_watch import status_publisher
 from service.lti.passback import GradePassback, PassbackSettings, ScoreCourier
+from service.lti.runtime import lti_runtime
 from service.lti.services import (
     ServiceSettings,
     contexts_to_sync,
     sync_context,
 )
-from service.outbox import Courier
 from service.queue import (
     DELIVER_TASK,
     GRADE_TASK,
@@ -53,8 +56,7 @@ from service.queue import (
     SYNC_COURSE_TASK,
     enqueue,
 )
-from service.similarity import run_report
-from service.status_watch import status_publisher
+from service.submissions.similarity import run_report
 from service.webhooks.delivery import WebhookChannel, WebhookCourier, WebhookPolicy
 
 log = logging.getLogger(__name__)
@@ -62,17 +64,29 @@ log = logging.getLogger(__name__)
 
 def current_announcer() -> Announcer:
     """The channels finished submissions are announced on: webhooks, then LMS scores."""
-    return extensions.announcer.built(
+    return announcer.built(
         lambda: Announcer((WebhookChannel.from_config(current_app.config), GradePassback())))
 
 
 def current_grading() -> SubmissionGrading:
     """This worker process's submission grading, built on first use (its sandbox backend with
     it)."""
-    return extensions.grading.built(lambda: SubmissionGrading(
+    return submission_grading.built(lambda: SubmissionGrading(
         pipeline=_pipeline_factory(current_app.config["SANDBOX_BACKEND"]),
         policy=GradingPolicy.from_config(current_app.config), announcer=current_announcer(),
         status_changed=status_publisher(current_app.config)))
+
+
+def close_grading(app: Flask) -> Callable[..., None]:
+    """At a grading process's exit (``worker_process_shutdown``, connected by ``service.worker``):
+    its submission grading closed, its sandbox backend with it."""
+
+    def close(**_: Any) -> None:
+        grading = submission_grading.remove(app)
+        if grading is not None:
+            grading.close()
+
+    return close
 
 
 def _pipeline_factory(name: str) -> Callable[[], GradingPipeline]:
@@ -146,7 +160,7 @@ def courier(channel: str) -> Courier:
         return WebhookCourier(WebhookPolicy.from_config(current_app.config))
     if channel == GradePassback.name:
         return ScoreCourier(PassbackSettings.from_config(current_app.config),
-                            extensions.lti_runtime().tokens)
+                            lti_runtime().tokens)
     raise ValueError(f"no delivery channel {channel!r}")
 
 
@@ -166,7 +180,7 @@ def deliver(self: Task, channel: str, delivery_id: int) -> str:
              time_limit=300)
 def sync_lms_course(context_id: int) -> str:
     """An LMS course's roster (Names and Roles) and line items brought in step."""
-    done = sync_context(session(), context_id, tokens=extensions.lti_runtime().tokens,
+    done = sync_context(session(), context_id, tokens=lti_runtime().tokens,
                         settings=ServiceSettings.from_config(current_app.config))
     return "gone" if done is None else f"{done.roster} / {done.lineitems} line item(s)"
 

@@ -2,12 +2,13 @@
 
 The only module that imports the tasks, so only the worker loads the grading pipeline."""
 
-from celery.signals import celeryd_init
+from celery.signals import celeryd_init, worker_process_shutdown
 
 from service.app import create_app
-from service.extensions import celery as shared_celery
+from service.queue import celery as shared_celery
 from service.tasks import (
     PollQueueOften,
+    close_grading,
     prepare_reference_trainings,
     resend_on_connect,
     share_warm_pool,
@@ -20,3 +21,4 @@ celery.steps["consumer"].add(resend_on_connect(_flask))
 celery.steps["consumer"].add(PollQueueOften)
 celeryd_init.connect(share_warm_pool, weak=False)
 celeryd_init.connect(prepare_reference_trainings, weak=False)
+worker_process_shutdown.connect(close_grading(_flask), weak=False)

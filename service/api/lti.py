@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify, request
 
 from service.auth import current_user, login_required
-from service.courses import taught_assignment
+from service.courses.enrolment import taught_assignment
 from service.db import session
 from service.lti.passback import passback_json, passbacks_of, resend_passback
 

@@ -6,14 +6,18 @@ from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from service.api.openapi import openapi_document
 from service.auth import current_user, login_required
-from service.bulk import archive_response
-from service.catalogue import assignment_detail, public_file
-from service.courses import find_assignment, require_instructor, visible_assignments
+from service.courses.enrolment import find_assignment, require_instructor, visible_assignments
+from service.courses.serialise import assignment_json
 from service.db import session
 from service.errors import UnsupportedMedia
-from service.gradebook import deadline_of, gradebook
+from service.grading.status_watch import submission_after_wait
 from service.http import int_arg, json_body
-from service.instructor import (
+from service.models import CourseAssignment, Submission
+from service.queue import enqueue
+from service.submissions.bulk import archive_response
+from service.submissions.catalogue import assignment_detail, public_file
+from service.submissions.gradebook import deadline_of, gradebook
+from service.submissions.instructor import (
     export_gradescope_document,
     export_scores_csv,
     gradebook_row_json,
@@ -23,9 +27,7 @@ from service.instructor import (
     regrade_run,
     start_regrade,
 )
-from service.models import CourseAssignment, Submission
-from service.queue import enqueue
-from service.records import (
+from service.submissions.records import (
     add_comment,
     adjust_score,
     adjustment_json,
@@ -38,10 +40,8 @@ from service.records import (
     parse_extension,
     revoke_extension,
 )
-from service.release import apply_settings
-from service.serialise import assignment_json
-from service.status_watch import submission_after_wait
-from service.submissions import (
+from service.submissions.release import apply_settings
+from service.submissions.submitting import (
     count_mine,
     my_submissions,
     rate_limit_for,
@@ -51,7 +51,7 @@ from service.submissions import (
     submissions_json,
     submit,
 )
-from service.uploads import UploadLimits, read_upload
+from service.submissions.uploads import UploadLimits, read_upload
 
 blueprint = Blueprint("api", __name__, url_prefix="/api/v1")
 

@@ -172,7 +172,7 @@ def _create_user(args: argparse.Namespace) -> int:
 
 def _create_course(args: argparse.Namespace) -> int:
     from service.cli.database import with_session
-    from service.courses import create_course
+    from service.courses.enrolment import create_course
 
     def run(session: Any) -> None:
         create_course(session, code=args.code, title=args.title)
@@ -194,7 +194,7 @@ def _enrol(args: argparse.Namespace) -> int:
 def _sync(args: argparse.Namespace) -> int:
     from assignments import list_assignments, load_assignment
     from service.cli.database import with_session
-    from service.courses import course_by_code, sync_assignments
+    from service.courses.enrolment import course_by_code, sync_assignments
 
     for slug in args.slugs or list_assignments():
         load_assignment(slug)  # the whole package, hidden parts too: a broken one is refused

@@ -232,7 +232,7 @@ def _safe(text: str) -> Any:
     """A name from the folder as plain text: no terminal controls, no rich markup."""
     from rich.text import Text
 
-    from service.terminal import terminal_safe
+    from service.cli.terminal import terminal_safe
 
     return Text(terminal_safe(text))
 

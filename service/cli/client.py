@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import requests
 
 from grader.report import render_report
-from service.terminal import terminal_safe
+from service.cli.terminal import terminal_safe
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 LONG_POLL_SECONDS = 20  # below the request timeout (30 s) and the server's cap

@@ -8,7 +8,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from service.terminal import terminal_safe
+from service.cli.terminal import terminal_safe
 
 USAGE_ERRORS = 2
 """Exit status of a command that could not do what it was asked (``argparse``'s own too)."""

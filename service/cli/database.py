@@ -25,8 +25,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from service import accounts, courses, db
+from service import db
 from service.config import DEFAULTS, ENV_PREFIX, data_dir_settings, load_config
+from service.courses import accounts, enrolment
 from service.errors import NotFound, ServiceError
 from service.models import (
     CourseAssignment,
@@ -36,7 +37,7 @@ from service.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
-from service.release import apply_settings
+from service.submissions.release import apply_settings
 from service.webhooks.egress import EgressPolicy
 from service.webhooks.endpoints import course_endpoints, create_endpoint
 
@@ -204,13 +205,13 @@ def enrol(session: Session, *, course: str, username: str, role: str) -> None:
     user = session.scalar(select(User).where(User.username == username))
     if user is None:
         raise NotFound(f"There is no user {username!r}.")
-    courses.enrol(session, course=courses.course_by_code(session, course), user=user,
+    enrolment.enrol(session, course=enrolment.course_by_code(session, course), user=user,
                   role=CourseRole(role))
 
 
 def assignment(session: Session, course: str, slug: str) -> CourseAssignment:
     found = session.scalar(select(CourseAssignment).where(
-        CourseAssignment.course_id == courses.course_by_code(session, course).id,
+        CourseAssignment.course_id == enrolment.course_by_code(session, course).id,
         CourseAssignment.slug == slug))
     if found is None:
         raise NotFound(f"Course {course} has no assignment {slug!r} (run "
@@ -226,7 +227,7 @@ def set_assignment(session: Session, course: str, slug: str, changes: dict[str, 
 def add_webhook(session: Session, *, course: str, url: str,
                 events: list[str] | None) -> WebhookEndpoint:
     """Register an endpoint as an administrator (the egress policy applies all the same)."""
-    return create_endpoint(session, course=courses.course_by_code(session, course), url=url,
+    return create_endpoint(session, course=enrolment.course_by_code(session, course), url=url,
                            events=events, created_by=None,
                            policy=EgressPolicy.from_config(current_app.config))
 
@@ -234,7 +235,7 @@ def add_webhook(session: Session, *, course: str, url: str,
 def list_webhooks(session: Session, course: str) -> list[str]:
     """One line per endpoint: id, state, events, URL, deliveries by status."""
     lines = []
-    for endpoint in course_endpoints(session, courses.course_by_code(session, course)):
+    for endpoint in course_endpoints(session, enrolment.course_by_code(session, course)):
         counts = dict(session.execute(select(WebhookDelivery.status, func.count()).where(
             WebhookDelivery.endpoint_id == endpoint.id).group_by(WebhookDelivery.status)).all())
         tally = ", ".join(f"{n} {status.value}" for status, n in counts.items()) or "none"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from service.cli.authoring import add_authoring_commands
 from service.cli.common import Commands, add_parser, fail
-from service.terminal import terminal_safe
+from service.cli.terminal import terminal_safe
 
 SANDBOX_FAILED = 3
 

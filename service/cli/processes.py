@@ -124,7 +124,7 @@ def prepare(data_dir: Path, env: dict[str, str]) -> dict[str, str]:
     from service import db
     from service.app import create_app
     from service.cli.database import app_session, create_user, enrol
-    from service.courses import course_by_code, create_course, sync_assignments
+    from service.courses.enrolment import course_by_code, create_course, sync_assignments
     from service.errors import NotFound
 
     db.upgrade(env["AUTOGRADE_DATABASE_URL"])
@@ -159,8 +159,8 @@ def release_demo_results(session: Session, course: Course) -> None:
     its results are released, so a student sees every check and a final score at once."""
     from sqlalchemy import select
 
-    from service.instructor import update_settings
     from service.models import CourseAssignment
+    from service.submissions.instructor import update_settings
 
     for assignment in session.scalars(select(CourseAssignment).where(
             CourseAssignment.course_id == course.id)):

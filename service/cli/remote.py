@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from service.cli.common import Commands, fail
-from service.terminal import terminal_safe
+from service.cli.terminal import terminal_safe
 
 URL_HELP = ("the service's URL (default: AUTOGRADE_URL, else the one logged in to, else "
             "http://127.0.0.1:8000)")

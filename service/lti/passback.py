@@ -1,8 +1,8 @@
 """Grade passback: every graded submission's score, by the assignment's policy, to the LMS line
 item (LTI Assignment and Grade Services), over an OAuth2 client-credentials token.
 
-Deliveries are rows recorded with the result (the outbox of ``service.events``), sent by the
-engine of ``service.outbox``; what is LMS-specific is here: the score, computed at send time
+Deliveries are rows recorded with the result (the outbox of ``service.grading.events``), sent by the
+engine of ``service.grading.outbox``; what is LMS-specific is here: the score, computed at send time
 (and withheld while the student may not see every check), and the platform's token.
 """
 
@@ -25,8 +25,8 @@ from sqlalchemy.orm import Session
 
 from service import queue
 from service.errors import NotFound
-from service.events import Event
-from service.gradebook import counted_score, deadline_of
+from service.grading.events import Event
+from service.grading.outbox import Outcome, RetryPolicy, Sent, Settled, attempt, dispatch_due, due
 from service.lti.keys import sign
 from service.lti.provision import SCORE_SCOPE
 from service.models import (
@@ -40,8 +40,8 @@ from service.models import (
     Submission,
     utcnow,
 )
-from service.outbox import Outcome, RetryPolicy, Sent, Settled, attempt, dispatch_due, due
-from service.visibility import released
+from service.submissions.gradebook import counted_score, deadline_of
+from service.submissions.visibility import released
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,8 @@ class PassbackSettings:
 
 
 class GradePassback:
-    """The LTI channel of ``service.events``: a delivery per line item the student was graded
-    for, when the student launched from the LMS and the link has a line item."""
+    """The LTI channel of ``service.grading.events``: a delivery per line item the student was
+    graded for, when the student launched from the LMS and the link has a line item."""
 
     name = "lti"
 
@@ -176,8 +176,8 @@ def scores_url(lineitem_url: str) -> str:
 def chosen_result(session: Session, user_id: int, assignment: CourseAssignment
                   ) -> tuple[Result, float] | None:
     """The result of the student's counted submission and its final score, as the gradebook
-    decides them (``service.gradebook.counted_score``: policy, deadline and extensions, late
-    penalty, adjustments) — the same score as their page, the CSV and the API."""
+    decides them (``service.submissions.gradebook.counted_score``: policy, deadline and
+    extensions, late penalty, adjustments) — the same score as their page, the CSV and the API."""
     counted = counted_score(session, user_id, assignment)
     if counted is None or counted.result_id is None or counted.final is None:
         return None
@@ -200,7 +200,7 @@ def withheld_until(result: Result, assignment: CourseAssignment, *, due_at: date
 
 
 class ScoreCourier:
-    """The LMS's part of ``service.outbox``: a token, and the score the gradebook counts."""
+    """The LMS's part of ``service.grading.outbox``: a token, and the score the gradebook counts."""
 
     model = ScorePassback
     label = "LTI passback"

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.courses import course_by_code
+from service.courses.enrolment import course_by_code
 from service.errors import ServiceError
 from service.models import LtiDeployment, LtiPlatform
 

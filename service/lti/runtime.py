@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from service.extensions import Shared
 from service.lti.launch import PlatformKeys
 from service.lti.passback import AccessTokens
 
 
 class LtiRuntime:
     """Built once per app (``service.lti.views.init_lti``), read through
-    ``service.extensions.lti_runtime``: the launch views verify with its keys, the worker's
+    ``lti_runtime``: the launch views verify with its keys, the worker's
     grade passback and roster sync ask the platforms with its tokens."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
@@ -19,3 +20,7 @@ class LtiRuntime:
                                  timeout=int(config["LTI_HTTP_TIMEOUT_SECONDS"]),
                                  refetch_seconds=float(config["LTI_JWKS_REFETCH_SECONDS"]))
         self.tokens = AccessTokens()
+
+
+lti_runtime: Shared[LtiRuntime] = Shared("autograde.lti")
+"""The current app's LTI caches (installed by ``service.lti.views.init_lti``)."""

@@ -25,7 +25,6 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from service.db import session
 from service.errors import Forbidden, NotFound, ServiceError
-from service.extensions import lti_runtime
 from service.lti import deep_linking
 from service.lti.keys import jwks, retired_key_days
 from service.lti.launch import (
@@ -38,7 +37,7 @@ from service.lti.launch import (
 )
 from service.lti.platforms import tool_urls
 from service.lti.provision import TOOL_SCOPES, Member, link_resource, provision_member
-from service.lti.runtime import LtiRuntime
+from service.lti.runtime import LtiRuntime, lti_runtime
 from service.lti.services import ServiceSettings, request_sync, sync_lineitem
 from service.models import (
     CourseAssignment,

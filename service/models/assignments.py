@@ -19,13 +19,14 @@ class LatePolicy(enum.Enum):
     """Late submissions are graded and flagged."""
     PENALTY = "penalty"
     """Graded; the final score loses ``late_penalty_per_day`` (a fraction of the score) per
-    started day after the student's deadline (``service.lateness``)."""
+    started day after the student's deadline (``service.submissions.lateness``)."""
     REJECT = "reject"
     """Refused after the due date."""
 
 
 class ScorePolicy(enum.Enum):
-    """Which of a student's graded submissions counts (``service.gradebook.standings``)."""
+    """Which of a student's graded submissions counts
+    (``service.submissions.gradebook.standings``)."""
 
     BEST = "best"
     LATEST = "latest"

@@ -52,8 +52,9 @@ class IdMixin:
 
 
 class LeasedDeliveryMixin(IdMixin):
-    """Something owed to the outside world, sent by a task with retries (``service.outbox``):
-    one sender at a time holds a lease on it; the periodic sweep sends what is due.
+    """Something owed to the outside world, sent by a task with retries
+    (``service.grading.outbox``): one sender at a time holds a lease on it; the periodic sweep
+    sends what is due.
 
     The model declares its own ``status`` column and names its enum in ``status_enum``, whose
     ``pending``, ``delivered`` and ``failed`` members the engine uses."""

@@ -52,7 +52,7 @@ class Submission(IdMixin, Base):
     lease_expires_at: Mapped[datetime | None]
     late: Mapped[bool] = mapped_column(default=False)
     """Late against the deadline in force when it was submitted: a record only. Lateness is
-    derived when read (``service.gradebook``), so deadlines and extensions can move."""
+    derived when read (``service.submissions.gradebook``), so deadlines and extensions can move."""
     message: Mapped[str | None] = mapped_column(Text)
     """What the student reads when grading failed for reasons not their own."""
     requested_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -97,7 +97,8 @@ class Result(IdMixin, Base):
     """The document's score, before any late penalty."""
     final_score: Mapped[float]
     """The score after the late policy as it stood when the result was stored: a record only.
-    The final score is derived when read (``service.gradebook``), so it is never stale."""
+    The final score is derived when read (``service.submissions.gradebook``), so it is never
+    stale."""
     max_score: Mapped[float]
     codes: Mapped[list[str]]
     document: Mapped[dict[str, Any]]

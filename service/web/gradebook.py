@@ -10,23 +10,23 @@ from zoneinfo import ZoneInfo
 from flask import Response, abort, flash, jsonify, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
-from service.courses import find_assignment, require_instructor
-from service.dashboard import queue_counts
+from service.courses.enrolment import find_assignment, require_instructor
 from service.db import session
 from service.errors import ServiceError
-from service.gradebook import gradebook as gradebook_rows
-from service.gradebook import standings
-from service.instructor import (
+from service.models import CourseAssignment, LatePolicy, ScorePolicy
+from service.pagination import page_numbers, paginate
+from service.queue import enqueue
+from service.submissions.dashboard import queue_counts
+from service.submissions.gradebook import gradebook as gradebook_rows
+from service.submissions.gradebook import standings
+from service.submissions.instructor import (
     REGRADE_SCOPES,
     latest_regrade,
     regrade_report,
     start_regrade,
     time_zones,
 )
-from service.models import CourseAssignment, LatePolicy, ScorePolicy
-from service.pagination import page_numbers, paginate
-from service.queue import enqueue
-from service.records import (
+from service.submissions.records import (
     add_comment,
     adjust_score,
     course_extensions,
@@ -35,8 +35,8 @@ from service.records import (
     parse_extension,
     revoke_extension,
 )
-from service.release import apply_settings
-from service.submissions import readable_submission
+from service.submissions.release import apply_settings
+from service.submissions.submitting import readable_submission
 from service.web.forms import ButtonForm
 from service.web.pages import page_blueprint
 from service.web.session_auth import login_page, page_user

@@ -19,10 +19,16 @@ from flask import (
 from sqlalchemy import select
 from werkzeug.wrappers import Response as BaseResponse
 
-from service.accounts import create_user, issue_token, revoke_token
-from service.bulk import archive_response
-from service.courses import course_by_code, enrol, find_assignment, require_instructor
-from service.dashboard import (
+from service.courses.accounts import create_user, issue_token, revoke_token
+from service.courses.enrolment import course_by_code, enrol, find_assignment, require_instructor
+from service.db import session
+from service.errors import Conflict, Forbidden, NotFound, ServiceError
+from service.grading.waiting import sandbox_status
+from service.models import Course, CourseAssignment, CourseRole, Role, User
+from service.pagination import page_numbers
+from service.queue import SIMILARITY_TASK, enqueue, send
+from service.submissions.bulk import archive_response
+from service.submissions.dashboard import (
     SubmissionFilter,
     assignment_stats,
     course_members,
@@ -32,21 +38,16 @@ from service.dashboard import (
     taught_courses,
     teaches,
 )
-from service.db import session
-from service.errors import Conflict, Forbidden, NotFound, ServiceError
-from service.gradebook import deadline_of, score_of
-from service.instructor import (
+from service.submissions.gradebook import deadline_of, score_of
+from service.submissions.instructor import (
     export_gradescope_document,
     export_scores_csv,
     latest_regrade,
     regrade,
     regrade_report,
 )
-from service.models import Course, CourseAssignment, CourseRole, Role, User
-from service.pagination import page_numbers
-from service.queue import SIMILARITY_TASK, enqueue, send
-from service.records import adjustments_of
-from service.similarity import (
+from service.submissions.records import adjustments_of
+from service.submissions.similarity import (
     fail_run,
     latest_run,
     pair_view,
@@ -55,8 +56,7 @@ from service.similarity import (
     run_pending,
     similarity_state,
 )
-from service.submissions import readable_submission
-from service.waiting import sandbox_status
+from service.submissions.submitting import readable_submission
 from service.web.forms import ButtonForm, EnrolForm, NewUserForm, TokenForm
 from service.web.pages import page_blueprint
 from service.web.session_auth import login_page, page_user

@@ -16,7 +16,7 @@ from limits import RateLimitItem, parse
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
-from service import extensions
+from service.extensions import Shared
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def configure_web_security(app: Flask, csrf: CSRFProtect) -> None:
                       SESSION_COOKIE_NAME="autograde_session", WTF_CSRF_TIME_LIMIT=None)
     app.session_interface = HttpsAwareSessionInterface()
     csrf.init_app(app)
-    extensions.login_throttle.install(app, LoginThrottle(
+    login_throttle.install(app, LoginThrottle(
         app.config["LOGIN_LIMIT"], app.config["LOGIN_LIMIT_STORAGE"]
         or _shared_storage(str(app.config.get("BROKER_URL", ""))),
         float(app.config["LOGIN_ACCOUNT_DELAY_SECONDS"])))
@@ -132,14 +132,14 @@ class LoginThrottle:
         self.window.hit(self.limit, self._account_key(username))
 
 
-def login_throttle() -> LoginThrottle:
-    return extensions.login_throttle()
+login_throttle: Shared[LoginThrottle] = Shared("autograde.login_throttle")
+"""Failed logins counted per address and account, for the current app."""
 
 
 def throttled_authenticate(username: str, password: str) -> Any:
     """``authenticate`` behind the login throttle: TooManyLogins (429) for an address with too
     many failures, a delay for an account with too many, Unauthorized for a wrong password."""
-    from service.accounts import authenticate
+    from service.courses.accounts import authenticate
     from service.db import session
     from service.errors import ServiceError, Unauthorized
 

@@ -21,17 +21,22 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from assignments.spec import load_spec
 from grader.notebook import NOTEBOOK_SUFFIX
-from service.catalogue import assignment_detail, public_file
-from service.courses import course_role, find_assignment, visible_assignments
-from service.dashboard import counted_scores, pointed_cells, pointed_lines, taught_courses
+from service.courses.enrolment import course_role, find_assignment, visible_assignments
 from service.db import session
 from service.errors import ServiceError
-from service.gradebook import deadline_of
+from service.grading.status_watch import submission_after_wait
 from service.http import int_arg
 from service.models import CourseAssignment, CourseRole, Submission, SubmissionStatus, User
 from service.queue import enqueue
-from service.status_watch import submission_after_wait
-from service.submissions import (
+from service.submissions.catalogue import assignment_detail, public_file
+from service.submissions.dashboard import (
+    counted_scores,
+    pointed_cells,
+    pointed_lines,
+    taught_courses,
+)
+from service.submissions.gradebook import deadline_of
+from service.submissions.submitting import (
     count_mine,
     my_submissions,
     rate_limit_for,
@@ -41,7 +46,7 @@ from service.submissions import (
     submissions_json,
     submit,
 )
-from service.uploads import UploadLimits, read_upload
+from service.submissions.uploads import UploadLimits, read_upload
 from service.web.forms import ButtonForm, LoginForm, SubmitForm
 from service.web.pages import page_blueprint
 from service.web.render import code_file, markdown, notebook_cells

@@ -1,8 +1,8 @@
 """The webhook channel: deliveries recorded with the result, sent signed, retried with backoff.
 
-Deliveries are sent by the engine of ``service.outbox`` (one sender at a time under a lease, the
-outcome recorded only while the lease is still its own, so a delivered event is never sent
-again unless an instructor asks for it); what is webhook-specific is here: the payload, the
+Deliveries are sent by the engine of ``service.grading.outbox`` (one sender at a time under a
+lease, the outcome recorded only while the lease is still its own, so a delivered event is never
+sent again unless an instructor asks for it); what is webhook-specific is here: the payload, the
 Standard Webhooks signature and the egress checks of the receiver's address.
 """
 
@@ -24,8 +24,8 @@ from sqlalchemy.orm import Session
 from standardwebhooks import Webhook
 
 from service import queue
-from service.events import Event
-from service.gradebook import score_of
+from service.grading.events import Event
+from service.grading.outbox import Outcome, RetryPolicy, Sent, attempt, dispatch_due, due
 from service.lti.identity import lms_identity
 from service.models import (
     Result,
@@ -34,7 +34,7 @@ from service.models import (
     WebhookEndpoint,
     utcnow,
 )
-from service.outbox import Outcome, RetryPolicy, Sent, attempt, dispatch_due, due
+from service.submissions.gradebook import score_of
 from service.webhooks.egress import EgressPolicy, RefusedTarget, Target, resolve_target
 
 log = logging.getLogger(__name__)
@@ -181,7 +181,7 @@ def post(target: Target, body: str, headers: dict[str, str],
 
 
 class WebhookCourier:
-    """The webhooks' part of ``service.outbox``: the endpoint's checks, the signed body."""
+    """The webhooks' part of ``service.grading.outbox``: the endpoint's checks, the signed body."""
 
     model = WebhookDelivery
     label = "webhook delivery"
@@ -259,7 +259,7 @@ def celery_dispatch(delivery_id: int, countdown: float | None) -> None:
 
 
 class WebhookChannel:
-    """The ``Channel`` of webhooks (see ``service.events``)."""
+    """The ``Channel`` of webhooks (see ``service.grading.events``)."""
 
     name = "webhooks"
 

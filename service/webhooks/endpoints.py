@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from service.courses import course_by_code, course_role
+from service.courses.enrolment import course_by_code, course_role
 from service.errors import NotFound, ServiceError
-from service.events import Event
+from service.grading.events import Event
 from service.models import (
     Course,
     CourseRole,

@@ -23,10 +23,10 @@ from devkit.browser import COURSE, UNAVAILABLE, XSS, Live, browser_unavailable
 from devkit.courses import PASSWORD
 from devkit.stack import Stack, free_port
 from service import db
-from service.accounts import create_user
 from service.app import create_app
 from service.cli.database import app_session
-from service.courses import create_course, enrol, sync_assignments
+from service.courses.accounts import create_user
+from service.courses.enrolment import create_course, enrol, sync_assignments
 from service.models import CourseAssignment, CourseRole, Role, utcnow
 
 CHROMIUM = os.environ.get("AUTOGRADE_CHROMIUM", "/usr/bin/chromium")

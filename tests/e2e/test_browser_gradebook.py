@@ -16,10 +16,10 @@ from sqlalchemy import select
 from assignments.spec import load_spec
 from devkit.browser import COURSE, Live, login, screenshot
 from devkit.courses import PASSWORD
-from service.accounts import create_user
 from service.app import create_app
 from service.cli.database import app_session
-from service.courses import course_by_code, enrol
+from service.courses.accounts import create_user
+from service.courses.enrolment import course_by_code, enrol
 from service.models import (
     CourseAssignment,
     LatePolicy,

@@ -10,10 +10,10 @@ import pytest
 from devkit.browser import COURSE, Live, audit, login, screenshot
 from devkit.courses import PASSWORD
 from devkit.notebooks import LEAK_CLASS_CELL, causal_leak_notebook
-from service.accounts import create_user
 from service.app import create_app
 from service.cli.database import app_session
-from service.courses import course_by_code, enrol
+from service.courses.accounts import create_user
+from service.courses.enrolment import course_by_code, enrol
 from service.models import CourseRole, Role
 
 pytestmark = pytest.mark.browser

@@ -18,10 +18,10 @@ import pytest
 
 from devkit.browser import COURSE, SCREENSHOTS, Live, audit, login, screenshot
 from devkit.courses import PASSWORD, seed_course
-from service.accounts import create_user
 from service.app import create_app
 from service.cli.database import app_session
-from service.courses import course_by_code, enrol
+from service.courses.accounts import create_user
+from service.courses.enrolment import course_by_code, enrol
 from service.models import CourseRole, Role
 
 pytestmark = pytest.mark.browser

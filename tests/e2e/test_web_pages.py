@@ -18,14 +18,6 @@ from sqlalchemy.orm import Session
 from devkit.courses import PASSWORD, Factory
 from devkit.pages import csrf_token, log_in
 from service import db
-from service.dashboard import (
-    code_frequency,
-    pointed_lines,
-    score_histogram,
-    stuck_students,
-    submission_timeline,
-)
-from service.gradebook import Scored
 from service.models import (
     CourseAssignment,
     CourseRole,
@@ -37,6 +29,14 @@ from service.models import (
     User,
     utcnow,
 )
+from service.submissions.dashboard import (
+    code_frequency,
+    pointed_lines,
+    score_histogram,
+    stuck_students,
+    submission_timeline,
+)
+from service.submissions.gradebook import Scored
 from service.web.render import markdown
 
 ASSIGNMENT = "/courses/ml101/assignments/attention"

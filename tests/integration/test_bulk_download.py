@@ -18,7 +18,7 @@ from sqlalchemy import func, select
 
 from devkit.courses import PASSWORD, Factory
 from service import db
-from service.grading import Claim, store_result
+from service.grading.exactly_once import Claim, store_result
 from service.models import (
     CourseAssignment,
     CourseRole,
@@ -31,7 +31,7 @@ from service.models import (
     User,
     utcnow,
 )
-from service.similarity import run_report
+from service.submissions.similarity import run_report
 
 
 def _document(score: float) -> dict[str, Any]:

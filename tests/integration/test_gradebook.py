@@ -16,8 +16,7 @@ from flask.testing import FlaskClient
 
 from devkit.courses import PASSWORD, Factory
 from service import db
-from service.grading import Claim, store_result
-from service.instructor import export_scores_csv
+from service.grading.exactly_once import Claim, store_result
 from service.models import (
     CourseAssignment,
     CourseRole,
@@ -29,7 +28,8 @@ from service.models import (
     User,
     utcnow,
 )
-from service.submissions import requeue_for_regrade
+from service.submissions.instructor import export_scores_csv
+from service.submissions.submitting import requeue_for_regrade
 
 MAX = 10.0
 
@@ -200,7 +200,7 @@ def _claim(submission: Submission) -> Claim:
 
 
 def test_latency_leaves_regrades_out(factory: Factory, course: dict[str, Any]) -> None:
-    from service.dashboard import grading_latency
+    from service.submissions.dashboard import grading_latency
 
     assignment = course["assignment"]
     gus = factory.user("gus", course=course["course"])
@@ -359,7 +359,7 @@ def test_impossible_deadlines_are_refused_everywhere(client: FlaskClient, factor
 def test_the_cli_and_the_page_agree_on_the_maximum() -> None:
     """The CLI printed 7.5 / 9.5 where the page and the statement say 10."""
     from service.cli.client import print_outcome
-    from service.visibility import student_view
+    from service.submissions.visibility import student_view
 
     document = _document(7.5)
     document["tests"] = [

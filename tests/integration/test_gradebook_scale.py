@@ -12,8 +12,8 @@ from flask import Flask
 
 from devkit.courses import seed_course, signed_in
 from service import db
-from service.instructor import export_scores_csv
 from service.models import CourseAssignment, User
+from service.submissions.instructor import export_scores_csv
 
 pytestmark = pytest.mark.slow
 

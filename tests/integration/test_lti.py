@@ -28,13 +28,13 @@ from devkit.lti_platform import (
     new_key,
 )
 from service import db
-from service.accounts import create_user, issue_token
-from service.extensions import lti_runtime as runtime
-from service.grading import GradingPolicy, claim, store_result
+from service.courses.accounts import create_user, issue_token
+from service.grading.exactly_once import GradingPolicy, claim, store_result
 from service.lti.identity import lms_users_of
 from service.lti.keys import rotate_key
 from service.lti.passback import GradePassback, PassbackSettings, publish, scores_url
 from service.lti.platforms import Registration, register_platform
+from service.lti.runtime import lti_runtime as runtime
 from service.models import (
     CourseAssignment,
     Extension,
@@ -740,7 +740,7 @@ def test_the_picker_token_works_only_in_the_instructors_browser(lms: LmsPlatform
 
 
 def test_webhook_events_carry_the_lms_identity(lms: LmsPlatform) -> None:
-    from service.events import Event
+    from service.grading.events import Event
     from service.webhooks.delivery import event_payload
 
     claims = {**lms.resource_link("link-1", assignment="attention"), "email": "ada@uni.example"}

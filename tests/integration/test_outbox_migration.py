@@ -12,6 +12,7 @@ from sqlalchemy import create_engine, select, text
 
 from devkit.courses import Factory
 from service import db
+from service.grading.outbox import due
 from service.models import (
     DeliveryStatus,
     LtiContext,
@@ -25,7 +26,6 @@ from service.models import (
     WebhookEndpoint,
     utcnow,
 )
-from service.outbox import due
 
 KEPT = "id, status, attempts, last_error, delivered_at, dispatched_at, created_at"
 

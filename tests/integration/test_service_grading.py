@@ -18,8 +18,8 @@ from devkit.courses import Factory
 from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable, create_backend
 from service import db
-from service.accounts import create_user
-from service.grading import (
+from service.courses.accounts import create_user
+from service.grading.exactly_once import (
     GradingInterrupted,
     GradingPolicy,
     SubmissionGrading,
@@ -27,11 +27,11 @@ from service.grading import (
     reap,
     store_result,
 )
-from service.instructor import export_scores_csv, gradescope_results, regrade
 from service.models import CourseAssignment, Result, Submission, SubmissionStatus, User, utcnow
-from service.submissions import RateLimit, submission_json, submit
+from service.submissions.instructor import export_scores_csv, gradescope_results, regrade
+from service.submissions.submitting import RateLimit, submission_json, submit
+from service.submissions.visibility import student_view
 from service.tasks import current_grading
-from service.visibility import student_view
 
 POLICY = GradingPolicy(lease_seconds=60, max_attempts=3)
 SYNTAX = corpus("attention", "syntax_missing_colon.py")

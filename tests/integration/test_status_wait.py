@@ -17,10 +17,10 @@ from devkit.corpora import corpus
 from devkit.courses import PASSWORD, Factory
 from devkit.stack import REDIS_URL, redis_or_skip
 from service import db
-from service.grading import GradingPolicy, claim
+from service.grading.exactly_once import GradingPolicy, claim
+from service.grading.status_watch import RedisSource, SqliteSource, StatusWatch, status_publisher
 from service.models import Submission
-from service.status_watch import RedisSource, SqliteSource, StatusWatch, status_publisher
-from service.submissions import RateLimit, submit
+from service.submissions.submitting import RateLimit, submit
 from service.tasks import current_grading
 
 SYNTAX = corpus("attention", "syntax_missing_colon.py")

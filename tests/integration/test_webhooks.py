@@ -21,8 +21,8 @@ from devkit.corpora import corpus
 from devkit.courses import PASSWORD, Factory
 from devkit.webhooks import Receiver
 from service import db
-from service.events import Announcer
-from service.grading import GradingPolicy, claim, give_up, store_result
+from service.grading.events import Announcer
+from service.grading.exactly_once import GradingPolicy, claim, give_up, store_result
 from service.models import (
     CourseRole,
     DeliveryStatus,
@@ -32,7 +32,7 @@ from service.models import (
     WebhookEndpoint,
     utcnow,
 )
-from service.submissions import RateLimit, submit
+from service.submissions.submitting import RateLimit, submit
 from service.webhooks.delivery import (
     WebhookChannel,
     WebhookPolicy,

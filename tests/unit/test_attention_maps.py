@@ -18,7 +18,7 @@ from grader.learning import is_training
 from grader.maps import MAX_SIDE, WEIGHT_CODES
 from grader.pipeline import judge_outcomes, use_one_thread
 from grader.report import attention_map_lines, render_report
-from service.visibility import student_view
+from service.submissions.visibility import student_view
 from service.web.figures import attention_figure
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "attention-maps.txt"

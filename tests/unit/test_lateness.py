@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.lateness import (
+from service.models import LatePolicy, ScorePolicy
+from service.submissions.lateness import (
     Attempt,
     LateRule,
     counted_attempt,
@@ -16,7 +17,6 @@ from service.lateness import (
     final_score,
     late_days,
 )
-from service.models import LatePolicy, ScorePolicy
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 moments = st.integers(0, 200 * 86400 * 10**3).map(lambda ms: START + timedelta(milliseconds=ms))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.outbox import backoff
+from service.grading.outbox import backoff
 
 bases = st.floats(min_value=0, max_value=3600, allow_nan=False)
 caps = st.floats(min_value=0, max_value=7 * 86400, allow_nan=False)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from devkit.notebooks import notebook
 from devkit.similarity import distinct_submission, near_copy, seeded_class
-from service.similarity import FLOOR, compare, segments, source_text, threshold
+from service.submissions.similarity import FLOOR, compare, segments, source_text, threshold
 
 STARTER = (Path(__file__).resolve().parents[2] / "assignments" / "attention" / "starter"
            / "attention.py").read_text()

@@ -21,7 +21,7 @@ from grader.learning import TrainingEvidence
 from grader.pipeline import judge_outcomes, use_one_thread
 from grader.report import render_report
 from grader.training_curves import TrainingCurves, read_entry, read_section
-from service.visibility import student_view
+from service.submissions.visibility import student_view
 from service.web.figures import training_figures
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -16,7 +16,7 @@ from grader.document import RunFacts, build_document
 from grader.feedback import with_fallback
 from grader.in_process import run_in_process
 from grader.pipeline import judge_outcomes, use_one_thread
-from service.visibility import student_view
+from service.submissions.visibility import student_view
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 BEFORE_DUE = {"now": NOW, "due_at": NOW + timedelta(days=1), "results_published": False}

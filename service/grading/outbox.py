@@ -1,11 +1,12 @@
 """The delivery engine of every outbox channel (webhook events, scores to the LMS).
 
-A channel records its deliveries with the result (``service.events``); from there each one goes
-through the same steps here: the periodic sweep or the send after a commit dispatches its task
-once (``dispatch_due``); the task claims it with a lease, so only one sender at a time holds it
-(``attempt``); the channel's ``Courier`` sends it; the outcome is recorded only under the lease
-still held, then delivered, retried after a backoff, or given up. What a channel adds is only
-what differs: what it sends and how (signing and payload; a token and the score to send).
+A channel records its deliveries with the result (``service.grading.events``); from there each
+one goes through the same steps here: the periodic sweep or the send after a commit dispatches
+its task once (``dispatch_due``); the task claims it with a lease, so only one sender at a time
+holds it (``attempt``); the channel's ``Courier`` sends it; the outcome is recorded only under
+the lease still held, then delivered, retried after a backoff, or given up. What a channel adds
+is only what differs: what it sends and how (signing and payload; a token and the score to
+send).
 """
 
 from __future__ import annotations

@@ -19,8 +19,6 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from service.errors import NotFound, ServiceError
-from service.gradebook import GradebookRow, Scored, gradebook, scored_submissions, standings
-from service.lateness import plausible_moment
 from service.models import (
     CourseAssignment,
     LatePolicy,
@@ -31,7 +29,15 @@ from service.models import (
     SubmissionStatus,
     User,
 )
-from service.submissions import requeue_for_regrade
+from service.submissions.gradebook import (
+    GradebookRow,
+    Scored,
+    gradebook,
+    scored_submissions,
+    standings,
+)
+from service.submissions.lateness import plausible_moment
+from service.submissions.submitting import requeue_for_regrade
 
 
 def list_submissions(session: Session, assignment: CourseAssignment, *,
@@ -319,7 +325,8 @@ def validate_settings(assignment: CourseAssignment, changes: Mapping[str, Any]
 def update_settings(session: Session, assignment: CourseAssignment,
                     changes: Mapping[str, Any]) -> None:
     """Validate and apply ``changes`` (not committed). Callers outside this module go through
-    ``service.release.apply_settings``, which commits and sends what a release lets go."""
+    ``service.submissions.release.apply_settings``, which commits and sends what a release lets
+    go."""
     for name, value in validate_settings(assignment, changes).items():
         setattr(assignment, name, value)
     session.flush()

@@ -13,9 +13,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from service.instructor import update_settings
 from service.lti.passback import send_held_now
 from service.models import CourseAssignment, User
+from service.submissions.instructor import update_settings
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +29,9 @@ def release_results(session: Session, assignment: CourseAssignment, *,
 
 def apply_settings(session: Session, assignment: CourseAssignment,
                    changes: Mapping[str, Any], *, by: User | None) -> int:
-    """Change the assignment's settings (``service.instructor.SETTINGS``) and commit. When the
-    change may show students more checks (results released, the due date moved), the scores
-    that waited for it are sent to the LMS now; returns how many."""
+    """Change the assignment's settings (``service.submissions.instructor.SETTINGS``) and
+    commit. When the change may show students more checks (results released, the due date
+    moved), the scores that waited for it are sent to the LMS now; returns how many."""
     published, due = assignment.results_published, assignment.due_at
     update_settings(session, assignment, changes)
     session.commit()

@@ -14,10 +14,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from grader.notebook import CELL_REF
-from service.courses import course_role
+from service.courses.enrolment import course_role
 from service.errors import ServiceError
-from service.gradebook import Scored, counted_score, scored_submissions, standings
-from service.instructor import load_submissions
 from service.models import (
     Course,
     CourseAssignment,
@@ -30,7 +28,9 @@ from service.models import (
     User,
 )
 from service.pagination import PER_PAGE, Page, paginate
-from service.submissions import submission_json
+from service.submissions.gradebook import Scored, counted_score, scored_submissions, standings
+from service.submissions.instructor import load_submissions
+from service.submissions.submitting import submission_json
 
 HISTOGRAM_BINS = 10
 

@@ -8,12 +8,12 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from assignments.spec import load_spec
-from service.courses import course_role
+from service.courses.enrolment import course_role
+from service.courses.serialise import assignment_json
 from service.errors import NotFound
-from service.gradebook import deadline_of
 from service.models import CourseAssignment, CourseRole, User, utcnow
-from service.serialise import assignment_json
-from service.visibility import released
+from service.submissions.gradebook import deadline_of
+from service.submissions.visibility import released
 
 
 def public_files(assignment: CourseAssignment) -> dict[str, Path]:

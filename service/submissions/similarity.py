@@ -36,7 +36,6 @@ from sqlalchemy.orm import Session
 
 from grader.notebook import NOTEBOOK_SUFFIX, NotebookError, read_notebook
 from service.db import rows_changed
-from service.gradebook import gradebook
 from service.models import (
     CourseAssignment,
     ReportStatus,
@@ -45,6 +44,7 @@ from service.models import (
     User,
     utcnow,
 )
+from service.submissions.gradebook import gradebook
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def _ranges(slices: Any) -> tuple[tuple[int, int], ...]:
 
 def boilerplate_of(assignment: CourseAssignment) -> list[str]:
     """What every student was given: the public .py files and the statement's code blocks."""
-    from service.catalogue import public_files
+    from service.submissions.catalogue import public_files
 
     given = []
     for name, path in sorted(public_files(assignment).items()):

@@ -19,8 +19,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from zipstream import ZIP_DEFLATED, ZipStream
 
-from service.gradebook import gradebook, scored_submissions
 from service.models import CourseAssignment, SubmissionFile
+from service.submissions.gradebook import gradebook, scored_submissions
 
 MANIFEST_COLUMNS = ("username", "display_name", "student_id", "submission_id", "submitted_at",
                     "counted_score", "status")

@@ -16,8 +16,6 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, selectinload
 
 from service.errors import NotFound, ServiceError
-from service.gradebook import score_of
-from service.lateness import plausible_moment
 from service.models import (
     Course,
     CourseAssignment,
@@ -29,6 +27,8 @@ from service.models import (
     SubmissionComment,
     User,
 )
+from service.submissions.gradebook import score_of
+from service.submissions.lateness import plausible_moment
 
 MAX_TEXT = 4000
 MAX_EXTRA_DAYS = 365

@@ -13,10 +13,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from service.courses import course_role
+from service.courses.enrolment import course_role
 from service.errors import Forbidden, NotFound, RateLimited
-from service.gradebook import Deadline, Scored, deadline_of, score_of, scores_by_id
-from service.lateness import late_days
 from service.models import (
     CourseAssignment,
     CourseRole,
@@ -28,7 +26,9 @@ from service.models import (
     User,
     utcnow,
 )
-from service.visibility import student_view
+from service.submissions.gradebook import Deadline, Scored, deadline_of, score_of, scores_by_id
+from service.submissions.lateness import late_days
+from service.submissions.visibility import student_view
 
 
 @dataclass(frozen=True)

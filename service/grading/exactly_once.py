@@ -36,11 +36,12 @@ from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable
 from service.db import rows_changed
 from service.edge import replace_unstorable
-from service.events import SILENT, Announcer, Event
-from service.gradebook import deadline_of, rule_of
-from service.lateness import final_score, late_days
+from service.extensions import Shared
+from service.grading.events import SILENT, Announcer, Event
+from service.grading.waiting import WAITING_MESSAGE
 from service.models import Result, Submission, SubmissionStatus, utcnow
-from service.waiting import WAITING_MESSAGE
+from service.submissions.gradebook import deadline_of, rule_of
+from service.submissions.lateness import final_score, late_days
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +204,7 @@ def store_result(session: Session, claim_: Claim, document: dict[str, Any],
 def _after_late_policy(session: Session, submission: Submission, score: float,
                        max_score: float) -> float:
     """The final score as it stands when the result is stored (a record: pages and exports
-    derive it again when read, by ``service.gradebook``)."""
+    derive it again when read, by ``service.submissions.gradebook``)."""
     assignment = submission.assignment
     deadline = deadline_of(session, assignment, submission.user_id).at
     return final_score(score, max_score, days_late=late_days(submission.requested_at, deadline),
@@ -254,7 +255,7 @@ class SubmissionGrading:
         self._pipeline_factory = pipeline
         self.announcer = announcer
         # Called after each committed status change (claimed, stored, given up, released):
-        # wakes the requests waiting on the submission (``service.status_watch``).
+        # wakes the requests waiting on the submission (``service.grading.status_watch``).
         self.status_changed = status_changed
         self._pipeline: GradingPipeline | None = None
         self.policy = policy
@@ -341,6 +342,11 @@ class SubmissionGrading:
     def close(self) -> None:
         if self._pipeline is not None:
             self._pipeline.backend.close()
+
+
+submission_grading: Shared[SubmissionGrading] = Shared("autograde.grading")
+"""Claims, grades and stores one submission; the worker process's, built on first use
+(``service.tasks``)."""
 
 
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (

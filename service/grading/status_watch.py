@@ -33,10 +33,10 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
-from service import extensions
 from service.errors import ServiceError
+from service.extensions import Shared
 from service.models import Submission, SubmissionStatus, User
-from service.submissions import readable_submission
+from service.submissions.submitting import readable_submission
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +229,10 @@ class TickSource:
             watch.wake()
 
 
+status_watch: Shared[StatusWatch] = Shared("autograde.status_watch")
+"""The current web process's watch (installed by ``create_app``)."""
+
+
 def wait_for_change(session: Session, watch: StatusWatch, submission_id: int, *, since: str,
                     seconds: float) -> bool:
     """Block until the submission's status is no longer ``since`` or ``seconds`` pass; False
@@ -262,7 +266,7 @@ def submission_after_wait(session: Session, viewer: User, submission_id: int, *,
     since = since or found.status.value
     if seconds <= 0 or found.status in FINAL or found.status.value != since:
         return found
-    watch = extensions.status_watch()
+    watch = status_watch()
     if wait_for_change(session, watch, found.id, since=since, seconds=seconds):
         session.expire_all()
     return found

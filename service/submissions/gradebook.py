@@ -2,7 +2,7 @@
 
 One place decides what counts (``standings``); the student pages, the API and so the CLI, the
 CSV and Gradescope exports, the LMS passback and webhooks all read scores from here. Lateness and
-penalties are derived when read (``service.lateness``): nothing stored can go stale.
+penalties are derived when read (``service.submissions.lateness``): nothing stored can go stale.
 """
 
 from __future__ import annotations
@@ -14,14 +14,6 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.lateness import (
-    Attempt,
-    LateRule,
-    counted_attempt,
-    effective_deadline,
-    final_score,
-    late_days,
-)
 from service.models import (
     CourseAssignment,
     CourseRole,
@@ -33,6 +25,14 @@ from service.models import (
     Submission,
     SubmissionStatus,
     User,
+)
+from service.submissions.lateness import (
+    Attempt,
+    LateRule,
+    counted_attempt,
+    effective_deadline,
+    final_score,
+    late_days,
 )
 
 

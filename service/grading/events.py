@@ -4,7 +4,8 @@ Each destination is a ``Channel``. When a submission is graded or gives up, ever
 its deliveries in the same transaction as the result (a transactional outbox: a crash between the
 commit and the sending loses nothing), then, after the commit, sends the tasks that deliver them.
 A periodic task sends again whatever is due and was never sent or whose task was lost. How a
-delivery is then sent, retried and given up is ``service.outbox``'s, the same for every channel.
+delivery is then sent, retried and given up is ``service.grading.outbox``'s, the same for every
+channel.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
+from service.extensions import Shared
 from service.models import Submission
 
 log = logging.getLogger(__name__)
@@ -68,3 +70,7 @@ class Announcer:
 
 SILENT = Announcer()
 """No channels: what the grading functions use when a caller gives none (tests of the core)."""
+
+announcer: Shared[Announcer] = Shared("autograde.announcer")
+"""The channels finished submissions are delivered on; the worker's, built on first use
+(``service.tasks``)."""

@@ -1,0 +1,1 @@
+"""Courses and people: accounts and their tokens, courses, enrolments and their assignments."""
