@@ -15,7 +15,7 @@ from pathlib import Path
 from devkit.paths import REPO
 
 HEAVY = ("torch", "safetensors.torch", "grader.pipeline", "grader.checks", "assignments.model",
-         "assignments.loader", "sandbox.probe_runner", "service.tasks", "service.grading")
+         "grader.loader", "sandbox.probe_runner", "service.tasks", "service.grading")
 
 REPORT = """
 import json, sys
