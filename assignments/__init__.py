@@ -6,9 +6,10 @@ the reference solution with its known-mistake variants and the probe plan. Hidde
 loaded by the grader only, and are never copied into a sandbox or served.
 
 Two weights: ``assignments.spec`` (``load_spec``: the TOML, public files, version) imports no
-torch and is what the web and the command line use; ``load_assignment`` and ``Assignment``
-(``assignments.loader`` and ``assignments.model``) bring the hidden parts, and torch with
-them. Their names are resolved here on first use, so that ``import assignments`` stays light.
+torch and is what the web and the command line use; ``Assignment`` and the other types of
+``assignments.model`` hold the hidden parts, and bring torch with them. Their names are
+resolved here on first use, so that ``import assignments`` stays light. The grader loads the
+hidden parts (``grader.loader.load_assignment``).
 """
 
 from __future__ import annotations
@@ -27,11 +28,9 @@ from assignments.spec import (
 )
 
 if TYPE_CHECKING:
-    from assignments.loader import load_assignment
     from assignments.model import Assignment, KnownMistake, ProbeCall, ProbePlan
 
 _GRADER_SIDE = {
-    "load_assignment": "assignments.loader",
     "Assignment": "assignments.model",
     "KnownMistake": "assignments.model",
     "ProbeCall": "assignments.model",
@@ -59,6 +58,5 @@ __all__ = [
     "ProbePlan",
     "Visibility",
     "list_assignments",
-    "load_assignment",
     "load_spec",
 ]

@@ -2,7 +2,7 @@
 
 This is what the web and the command line need of an assignment: title, entry file, checks,
 limits, the files a student may download and the package's version. It loads without torch;
-``assignments.loader`` adds the reference, its known mistakes and the probe plan for the
+``grader.loader`` adds the reference, its known mistakes and the probe plan for the
 grader.
 """
 

@@ -49,8 +49,8 @@ from unittest import mock
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from assignments.loader import load_assignment  # noqa: E402
 from benchmarks.docker_latency import docker_backend, memory_at_rest  # noqa: E402
+from grader.loader import load_assignment  # noqa: E402
 from grader.pipeline import GradingPipeline  # noqa: E402
 from sandbox import docker_sandbox  # noqa: E402
 from sandbox.base import Limits  # noqa: E402

@@ -44,7 +44,6 @@ from unittest import mock
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from assignments.loader import load_assignment  # noqa: E402
 from benchmarks.docker_vs_peer import (  # noqa: E402
     CGROUP_PREFIX,
     CpuSample,
@@ -54,6 +53,7 @@ from benchmarks.docker_vs_peer import (  # noqa: E402
 )
 from benchmarks.service_rush import SLUGS, Item, mixed  # noqa: E402
 from grader import learning  # noqa: E402
+from grader.loader import load_assignment  # noqa: E402
 from grader.pipeline import GradingPipeline  # noqa: E402
 from sandbox import docker_sandbox, fork_server  # noqa: E402
 from sandbox.docker_backend import DockerBackend, DockerSettings, connect  # noqa: E402

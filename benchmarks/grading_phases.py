@@ -17,8 +17,8 @@ import argparse
 import statistics
 from pathlib import Path
 
-from assignments import load_assignment
 from grader import learning
+from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox import create_backend
 

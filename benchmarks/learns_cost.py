@@ -26,8 +26,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from assignments import load_assignment
 from grader import learning
+from grader.loader import load_assignment
 from grader.validation import outcome_from_record
 from sandbox.runner import executor, guards
 

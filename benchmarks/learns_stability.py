@@ -37,10 +37,10 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from assignments import load_assignment  # noqa: E402
 from assignments.training_task import DEFAULT_TRAINING_SEEDS  # noqa: E402
 from grader import learning  # noqa: E402
 from grader.in_process import run_call_in_process  # noqa: E402
+from grader.loader import load_assignment  # noqa: E402
 from sandbox.runner import guards  # noqa: E402
 
 CORPORA = (ROOT / "tests" / "corpus", ROOT / "tests" / "corpus-realworld")

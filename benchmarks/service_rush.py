@@ -274,8 +274,8 @@ def one_at_a_time(grade: Callable[[Item], float], item: Item) -> float:
 
 
 def bare(items: list[Item], runs: int, backend_name: str, stack: ExitStack) -> Outcome:
-    from assignments.loader import load_assignment
     from grader import learning
+    from grader.loader import load_assignment
     from grader.pipeline import GradingPipeline
     from sandbox import create_backend
 

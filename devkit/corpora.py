@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 
-from assignments import Assignment, load_assignment
+from assignments import Assignment
 from devkit.paths import CORPUS
+from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 
 SLUGS = ("attention", "multi-head-attention", "attention-kv-cache")

@@ -22,6 +22,7 @@ from grader.compare import (
     tensors_close,
     tolerance,
 )
+from grader.learning import judge_learns
 from grader.outcomes import CallOutcome, Forward
 
 
@@ -79,8 +80,6 @@ _ONLY_RETURNED_CALLS = frozenset({"inputs-unchanged"})
 
 def check_kinds() -> dict[str, CallJudge]:
     """The registry of check kinds that ``assignment.toml`` files may name."""
-    from grader.learning import judge_learns  # it needs the diagnosis, which needs this module
-
     return {
         "matches-reference": _matches_reference,
         "raises-value-error": _raises_value_error,

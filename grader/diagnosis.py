@@ -19,24 +19,9 @@ import torch
 from assignments import KnownMistake, ProbeCall, ProbePlan
 from grader.checks import dtype_changed, input_positions, structure_problem
 from grader.compare import grads_equivalent, is_zero, mutated_inputs, tensors_close
+from grader.findings import Finding
 from grader.mistake_search import Explanation, MistakeSearch, VariantRunner
 from grader.outcomes import CallOutcome
-
-
-@dataclass(frozen=True)
-class Finding:
-    """A feedback code with the calls that are its evidence."""
-
-    code: str
-    calls: tuple[str, ...]
-    detail: str = ""
-    """A specific observation (an exception, the mutated argument...) for the message."""
-    mistake: str = ""
-    """The known-mistake variant that reproduced it, when one did."""
-    variant: str = ""
-    """What that variant does, in words."""
-    about_input: bool = True
-    """False when the detail says it all whatever the input (a required name is missing)."""
 
 
 @dataclass(frozen=True)

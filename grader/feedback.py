@@ -15,7 +15,7 @@ from assignments.spec import Visibility
 if TYPE_CHECKING:  # types only: the catalogue is read by the web process, which has no torch
     from assignments import CheckSpec, ProbePlan
     from grader.checks import CheckVerdict
-    from grader.diagnosis import Finding
+    from grader.findings import Finding
 
 
 @dataclass(frozen=True)

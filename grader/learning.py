@@ -34,7 +34,7 @@ import torch
 from assignments import Assignment, ProbeCall, ProbePlan
 from assignments.training_task import training_seed_count
 from grader.compare import tensors_close
-from grader.diagnosis import Finding
+from grader.findings import Finding
 from grader.in_process import run_call_in_process
 from grader.outcomes import CallOutcome
 from sandbox import training

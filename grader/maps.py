@@ -30,8 +30,8 @@ import torch
 from assignments import CheckSpec, ProbePlan
 from assignments.model import Namespace
 from grader.checks import CheckVerdict
-from grader.diagnosis import Finding
 from grader.feedback import Diagnosis
+from grader.findings import Finding
 from grader.in_process import run_call_in_process
 from grader.outcomes import CallOutcome
 

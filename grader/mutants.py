@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from assignments import Assignment
-from assignments.loader import _load_hidden
+from grader.loader import _load_hidden
 from grader.mutation import Mutant, mutants, specialise
 
 _CRASH_CODES = frozenset({"runtime-error", "interface-error", "syntax-error", "time-limit",

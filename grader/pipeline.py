@@ -19,9 +19,10 @@ from assignments import Assignment, CheckSpec, ProbePlan
 from assignments.model import Namespace
 from grader import learning
 from grader.checks import CheckContext, CheckVerdict, check_kinds, judge
-from grader.diagnosis import DiagnosisInput, Finding, diagnose, with_defining_checks
+from grader.diagnosis import DiagnosisInput, diagnose, with_defining_checks
 from grader.document import RunFacts, build_document, unrunnable_document
 from grader.feedback import Diagnosis, diagnoses_from, with_fallback
+from grader.findings import Finding
 from grader.in_process import run_call_in_process, run_in_process
 from grader.interface import missing_name_detail
 from grader.maps import with_attention_maps

@@ -21,8 +21,9 @@ from typing import Any
 from celery import Task, bootsteps, shared_task
 from flask import Flask, current_app
 
-from assignments.loader import AssignmentError, list_assignments, load_assignment
+from assignments.spec import AssignmentError, list_assignments
 from grader.learning import REFERENCE_TRAININGS
+from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline, use_one_thread
 from sandbox import create_backend
 from sandbox.selection import choose_backend

@@ -15,10 +15,11 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from assignments import Assignment, load_assignment
+from assignments import Assignment
 from devkit.courses import Factory
 from devkit.stack import PG_ADMIN, REDIS_URL, Stack, free_port, unavailable
 from devkit.webhooks import Receiver, serve
+from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox.local import LocalBackend
 from service import db

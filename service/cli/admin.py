@@ -192,7 +192,8 @@ def _enrol(args: argparse.Namespace) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from assignments import list_assignments, load_assignment
+    from assignments import list_assignments
+    from grader.loader import load_assignment
     from service.cli.database import with_session
     from service.courses.enrolment import course_by_code, sync_assignments
 

@@ -54,7 +54,7 @@ def _new(args: argparse.Namespace) -> int:
 
 
 def _mutants(args: argparse.Namespace) -> int:
-    from assignments.loader import load_assignment
+    from grader.loader import load_assignment
     from grader.mutants import mutation_report
     from grader.mutation import SpecialiseError
     from sandbox import SandboxUnavailable

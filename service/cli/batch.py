@@ -169,7 +169,7 @@ def run(*, folder: Path, slug: str, backend_name: str, jobs: int | None, seed: i
         TimeElapsedColumn,
     )
 
-    from assignments.loader import load_assignment
+    from grader.loader import load_assignment
     from grader.pipeline import GradingPipeline
     from sandbox import SandboxUnavailable, create_backend
     from sandbox.selection import choose_backend

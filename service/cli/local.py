@@ -98,7 +98,7 @@ def _grade_one(args: argparse.Namespace) -> int:
         print(f"autograde: the {name} sandbox cannot run here: {exc}", file=sys.stderr)
         return SANDBOX_FAILED
     try:
-        from assignments.loader import load_assignment
+        from grader.loader import load_assignment
         from grader.pipeline import GradingPipeline
         from grader.report import render_report
 
@@ -125,8 +125,8 @@ def _grade_one(args: argparse.Namespace) -> int:
 
 def list_local() -> int:
     """The assignments this installation ships (``autograde assignments list``)."""
-    from assignments.loader import load_assignment
     from assignments.spec import list_assignments
+    from grader.loader import load_assignment
 
     for slug in list_assignments():
         assignment = load_assignment(slug)
@@ -136,8 +136,8 @@ def list_local() -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from assignments.loader import load_assignment
     from grader.authoring import coverage_report
+    from grader.loader import load_assignment
 
     report = coverage_report(load_assignment(args.slug), seed=args.seed)
     print(report.render())

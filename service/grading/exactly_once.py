@@ -31,7 +31,8 @@ import sqlalchemy.exc
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from assignments import Assignment, load_assignment
+from assignments import Assignment
+from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable
 from service.db import rows_changed

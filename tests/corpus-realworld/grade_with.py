@@ -20,7 +20,7 @@ from pathlib import Path
 
 # The grader comes from the interpreter's own worktree: import it before this worktree's root
 # goes on the path (for its devkit package only).
-from assignments import load_assignment
+from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox.local import LocalBackend
 

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from assignments import load_assignment
 from devkit.corpora import (
     SLUGS,
     CorpusFile,
@@ -24,6 +23,7 @@ from devkit.corpora import (
     selected_files,
 )
 from devkit.paths import CORPUS
+from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from devkit.paths import REPO
 
 HEAVY = ("torch", "safetensors.torch", "grader.pipeline", "grader.checks", "assignments.model",
-         "assignments.loader", "sandbox.runner.executor", "service.tasks",
+         "grader.loader", "sandbox.runner.executor", "service.tasks",
          "service.grading.exactly_once")
 
 REPORT = """

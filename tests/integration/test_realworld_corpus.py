@@ -17,7 +17,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from assignments import load_assignment
 from devkit.corpora import (
     CorpusFile,
     assert_complete,
@@ -30,6 +29,7 @@ from devkit.corpora import (
     selected_files,
 )
 from devkit.paths import CORPUS, TESTS
+from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 
 REALWORLD = TESTS / "corpus-realworld"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from assignments import load_assignment
 from assignments.spec import list_assignments
+from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 
 pytestmark = pytest.mark.slow

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from assignments import load_assignment
 from devkit.paths import CORPUS
+from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 
 SEEDS = 5

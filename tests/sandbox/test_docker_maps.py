@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from assignments import load_assignment
+from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox.local import LocalBackend
 

@@ -12,8 +12,9 @@ from typing import Any
 import docker
 import pytest
 
-from assignments import Assignment, load_assignment
+from assignments import Assignment
 from devkit.sandbox_jobs import ATTENTION, FORK_SERVER_MODE, attention_call, events_of, make_job
+from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox import Job, Limits, RunResult, SandboxBackend
 from sandbox.base import SandboxUnavailable, Termination

@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
-from assignments import Assignment, load_assignment
+from assignments import Assignment
 from devkit.sandbox_jobs import FORK_SERVER_MODE, GVISOR_RUNTIME
+from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox import Job, Limits, RunResult, SandboxBackend
 from sandbox.local import LocalBackend

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from assignments import load_assignment
 from devkit.corpora import corpus_file
+from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox import SandboxBackend
 from sandbox.local import LocalBackend

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from assignments import Assignment, AssignmentError, list_assignments, load_assignment
+from assignments import Assignment, AssignmentError, list_assignments
+from grader.loader import load_assignment
 
 
 def test_the_three_assignments_ship() -> None:

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from assignments import load_assignment
 from grader import maps
 from grader.in_process import run_in_process
 from grader.learning import is_training
+from grader.loader import load_assignment
 from grader.maps import MAX_SIDE, WEIGHT_CODES
 from grader.pipeline import judge_outcomes, use_one_thread
 from grader.report import attention_map_lines, render_report

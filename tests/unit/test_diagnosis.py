@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from assignments import Assignment, load_assignment
+from assignments import Assignment
 from grader.authoring import coverage_report
 from grader.in_process import run_in_process
+from grader.loader import load_assignment
 from grader.pipeline import judge_outcomes, use_one_thread
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from assignments import load_assignment
 from grader.feedback import CATALOGUE
 from grader.in_process import run_in_process
+from grader.loader import load_assignment
 from grader.pipeline import judge_outcomes, use_one_thread
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"

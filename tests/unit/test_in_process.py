@@ -9,8 +9,8 @@ from pathlib import Path
 
 import torch
 
-from assignments import load_assignment
 from grader.in_process import run_call_in_process
+from grader.loader import load_assignment
 
 ROOT = Path(__file__).resolve().parents[2]
 

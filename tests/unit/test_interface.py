@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from assignments import load_assignment
 from grader.checks import structure_problem
 from grader.interface import expected_signature, missing_name_detail
+from grader.loader import load_assignment
 from grader.outcomes import Forward
 
 

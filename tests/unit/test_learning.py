@@ -12,11 +12,12 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from assignments import Assignment, ProbePlan, load_assignment
+from assignments import Assignment, ProbePlan
 from assignments.training_task import DEFAULT_TRAINING_SEEDS
 from grader import learning
 from grader.in_process import run_call_in_process, run_in_process
 from grader.learning import TrainingEvidence
+from grader.loader import load_assignment
 from grader.outcomes import CallOutcome
 from grader.pipeline import judge_outcomes, use_one_thread
 from sandbox import training

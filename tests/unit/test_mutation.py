@@ -9,7 +9,7 @@ import warnings
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assignments.loader import load_assignment
+from grader.loader import load_assignment
 from grader.mutants import reference_submission, spread
 from grader.mutation import mutants, specialise
 

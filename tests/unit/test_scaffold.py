@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from assignments.loader import load_assignment
 from assignments.spec import AssignmentError, list_assignments
 from grader.authoring import coverage_report
+from grader.loader import load_assignment
 from service.cli import main
 
 

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from assignments import CheckSpec, Visibility, load_assignment
+from assignments import CheckSpec, Visibility
 from grader.checks import CheckVerdict
 from grader.document import MAX_CURVE_POINTS, RunFacts, build_document
 from grader.in_process import run_in_process
 from grader.learning import TrainingEvidence
+from grader.loader import load_assignment
 from grader.pipeline import judge_outcomes, use_one_thread
 from grader.report import render_report
 from grader.training_curves import TrainingCurves, read_entry, read_section

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from assignments import Assignment, CheckSpec, Visibility, load_assignment
+from assignments import Assignment, CheckSpec, Visibility
 from grader.checks import CheckVerdict
 from grader.document import RunFacts, build_document
 from grader.feedback import with_fallback
 from grader.in_process import run_in_process
+from grader.loader import load_assignment
 from grader.pipeline import judge_outcomes, use_one_thread
 from service.submissions.visibility import student_view
 

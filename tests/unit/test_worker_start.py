@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from assignments import load_assignment
 from assignments.spec import ASSIGNMENTS_DIR_VARIABLE, list_assignments
 from grader.learning import ReferenceTrainings
+from grader.loader import load_assignment
 from service.tasks import prepare_reference_trainings
 
 

@@ -1,4 +1,4 @@
-"""Unscaled attention that walks the file system for reference.py / hidden/ folders (and tries `import assignments`) and, if it finds the reference, returns its answers."""
+"""Unscaled attention that walks the file system for reference.py / hidden/ folders (and tries to import the grader's loader) and, if it finds the reference, returns its answers."""
 import importlib.util
 import math
 import os
@@ -24,9 +24,9 @@ def _walk(deadline):
 
 def _reference_attention(found):
     try:
-        from assignments import load_assignment  # present only where the grader's code is
+        from grader.loader import load_assignment  # present only where the grader's code is
 
-        return load_assignment("attention").reference(frozenset())["attention"], "import assignments"
+        return load_assignment("attention").reference(frozenset())["attention"], "import grader.loader"
     except BaseException:
         pass
     for place in found:

@@ -8,18 +8,10 @@ from pathlib import Path
 from types import ModuleType
 
 from assignments.model import Assignment, ProbePlan
-from assignments.spec import (
-    ASSIGNMENTS_ROOT,
-    SPEC_FILE,
-    AssignmentError,
-    AssignmentSpec,
-    list_assignments,
-    load_spec,
-)
+from assignments.spec import SPEC_FILE, AssignmentError, AssignmentSpec, load_spec
 from assignments.training_task import training_call
-
-__all__ = ["ASSIGNMENTS_ROOT", "SPEC_FILE", "AssignmentError", "list_assignments",
-           "load_assignment"]
+from grader.checks import check_kinds
+from grader.feedback import CATALOGUE
 
 
 def load_assignment(slug: str, *, root: Path | None = None) -> Assignment:
@@ -69,23 +61,15 @@ def _validate(assignment: Assignment) -> None:
     ids = [mistake.id for mistake in assignment.mistakes]
     if len(ids) != len(set(ids)):
         raise ValueError("known-mistake ids must be unique")
-    from grader.feedback import CATALOGUE  # torch-free; the grader's side only
-
     for mistake in assignment.mistakes:
         if mistake.code not in CATALOGUE:
             raise ValueError(f"known mistake {mistake.id!r} has code {mistake.code!r}, which is "
                              "not a feedback code (grader/feedback.py CATALOGUE)")
-    kinds = _check_kinds()
+    kinds = check_kinds()
     for check in assignment.checks:
         if check.kind not in kinds:
             raise ValueError(f"check {check.number} has unknown kind {check.kind!r} "
                              f"(known: {', '.join(sorted(kinds))})")
-
-
-def _check_kinds() -> set[str]:
-    from grader.checks import check_kinds
-
-    return set(check_kinds())
 
 
 def _load_hidden(package: Path, name: str) -> ModuleType:
