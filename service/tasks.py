@@ -34,6 +34,8 @@ from service.grading.exactly_once import (
     CONNECTION_ERRORS,
     GradingInterrupted,
     GradingPolicy,
+    Interrupted,
+    Outcome,
     SubmissionGrading,
     reap,
     submission_grading,
@@ -109,18 +111,19 @@ def grade_submission(self: Task, submission_id: int, resume: str | None = None) 
     it held); a grading that failed on the submission is retried within the attempt bound."""
     config = current_app.config
     try:
-        outcome = current_grading().grade(session(), submission_id, resume=resume)
+        outcome = current_grading().grade_and_store(session(), submission_id, resume=resume)
     except GradingInterrupted as interrupted:
         raise self.retry(args=[submission_id], kwargs={"resume": interrupted.token},
                          countdown=retry_delay(self.request.retries + 1, config)
                          ) from interrupted
-    if outcome == "released":
-        raise self.retry(args=[submission_id], kwargs={},
-                         countdown=config["SANDBOX_RETRY_SECONDS"])
-    if outcome.startswith("interrupted:"):
-        raise self.retry(args=[submission_id], kwargs={},
-                         countdown=retry_delay(int(outcome.partition(":")[2]), config))
-    return outcome
+    match outcome:
+        case Outcome.RELEASED:
+            raise self.retry(args=[submission_id], kwargs={},
+                             countdown=config["SANDBOX_RETRY_SECONDS"])
+        case Interrupted(count=count):
+            raise self.retry(args=[submission_id], kwargs={},
+                             countdown=retry_delay(count, config))
+    return str(outcome)
 
 
 def retry_delay(interruption: int, config: Mapping[str, Any]) -> float:

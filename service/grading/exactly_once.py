@@ -16,6 +16,7 @@ otherwise hold a worker for ever.
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import secrets
@@ -247,6 +248,31 @@ def give_up(session: Session, submission: Submission, announcer: Announcer = SIL
               submission.workers_lost)
 
 
+class Outcome(enum.StrEnum):
+    """What became of a submission its grading task took."""
+
+    GRADED = "graded"
+    """Its result is stored."""
+    SKIPPED = "skipped"
+    """Nothing to do: another process holds it, it is finished, or another stored first."""
+    RELEASED = "released"
+    """Grading failed on it: released for a retry that uses one of its attempts."""
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    """No sandbox could grade it: released for a retry with backoff that uses no attempt."""
+
+    count: int
+    """How many interruptions the submission has had, this one included (the backoff's n)."""
+
+    def __str__(self) -> str:
+        return f"interrupted ({self.count})"
+
+
+GradingOutcome = Outcome | Interrupted
+
+
 class SubmissionGrading:
     """What the task calls: claim, run the pipeline, store. One per worker process."""
 
@@ -262,19 +288,18 @@ class SubmissionGrading:
         self.policy = policy
         self._packages: dict[str, Assignment] = {}
 
-    def grade(self, session: Session, submission_id: int, *, resume: str | None = None) -> str:
-        """Grade one submission; returns what happened: ``graded``, ``skipped``, ``released``
-        (grading failed on it: retried, using an attempt) or ``interrupted:N`` (no sandbox,
-        the N-th interruption: retried with backoff, using nothing). A lost database or broker
-        connection raises GradingInterrupted for the task to retry."""
+    def grade_and_store(self, session: Session, submission_id: int, *,
+                        resume: str | None = None) -> GradingOutcome:
+        """Claim one submission, grade it and store its result; what became of it. A lost
+        database or broker connection raises GradingInterrupted for the task to retry."""
         claim_: Claim | None = None
         try:
             claim_ = claim(session, submission_id, self.policy, self.announcer, resume=resume)
             self.status_changed(submission_id)
             if claim_ is None:
-                return "skipped"
+                return Outcome.SKIPPED
             outcome = self._grade_claimed(session, claim_)
-            if outcome != "graded":  # a stored result has told its waiters already
+            if outcome is not Outcome.GRADED:  # a stored result has told its waiters already
                 self.status_changed(submission_id)
             return outcome
         except Exception as exc:
@@ -284,7 +309,7 @@ class SubmissionGrading:
             raise GradingInterrupted(submission_id, claim_.token if claim_ else None,
                                      exc) from exc
 
-    def _grade_claimed(self, session: Session, claim_: Claim) -> str:
+    def _grade_claimed(self, session: Session, claim_: Claim) -> GradingOutcome:
         submission_id = claim_.submission_id
         submission = session.get(Submission, submission_id, populate_existing=True)
         assert submission is not None
@@ -298,7 +323,7 @@ class SubmissionGrading:
             log.warning("submission %s: sandbox unavailable (%s); retrying later",
                         submission_id, exc)
             session.rollback()
-            return f"interrupted:{release(session, claim_, interrupted=True)}"
+            return Interrupted(release(session, claim_, interrupted=True))
         except Exception as exc:
             if is_connection_error(exc):
                 raise
@@ -307,10 +332,10 @@ class SubmissionGrading:
             log.exception("submission %s: grading raised; retrying later", submission_id)
             session.rollback()
             release(session, claim_, interrupted=False)
-            return "released"
+            return Outcome.RELEASED
         stored = store_result(session, claim_, document, self.announcer,
                               status_changed=self.status_changed)
-        return "graded" if stored else "skipped"
+        return Outcome.GRADED if stored else Outcome.SKIPPED
 
     def _ready_pipeline(self) -> GradingPipeline:
         """The pipeline, built on first use; failing to build it (no engine, an engine error

@@ -19,6 +19,7 @@ from devkit.notebooks import LEAK_CLASS_CELL, causal_leak_notebook, notebook
 from devkit.pages import log_in
 from grader.report import render_report
 from service import db
+from service.grading.exactly_once import Outcome
 from service.models import CourseRole, Role, Submission, SubmissionFile
 from service.tasks import current_grading
 
@@ -41,7 +42,7 @@ def _post(client: FlaskClient, headers: dict[str, str], name: str, data: bytes,
 
 
 def _graded(client: FlaskClient, headers: dict[str, str], submission_id: int) -> Any:
-    assert current_grading().grade(db.session(), submission_id) == "graded"
+    assert current_grading().grade_and_store(db.session(), submission_id) is Outcome.GRADED
     db.session().expire_all()
     response = client.get(f"/api/v1/submissions/{submission_id}", headers=headers)
     assert response.status_code == 200

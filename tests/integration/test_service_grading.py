@@ -22,6 +22,8 @@ from service.courses.accounts import create_user
 from service.grading.exactly_once import (
     GradingInterrupted,
     GradingPolicy,
+    Interrupted,
+    Outcome,
     SubmissionGrading,
     claim,
     reap,
@@ -54,8 +56,8 @@ def _results(submission_id: int) -> int:
 def test_graded_once_even_when_delivered_twice(pg_app: Flask, pg_factory: Factory) -> None:
     submission = _submit(pg_factory)
     grader = current_grading()
-    assert grader.grade(db.session(), submission.id) == "graded"
-    assert grader.grade(db.session(), submission.id) == "skipped"
+    assert grader.grade_and_store(db.session(), submission.id) is Outcome.GRADED
+    assert grader.grade_and_store(db.session(), submission.id) is Outcome.SKIPPED
     db.session().expire_all()
     graded = db.session().get(Submission, submission.id)
     assert graded is not None and graded.status is SubmissionStatus.GRADED
@@ -136,8 +138,8 @@ def test_failures_on_the_submission_use_attempts(pg_app: Flask, pg_factory: Fact
             raise ZeroDivisionError("a grader bug on these outputs")
 
     grader = SubmissionGrading(pipeline=lambda: Broken(), policy=POLICY)  # type: ignore[arg-type,return-value]
-    assert [grader.grade(db.session(), submission.id) for _ in range(4)] == [
-        "released", "released", "released", "skipped"]
+    assert [grader.grade_and_store(db.session(), submission.id) for _ in range(4)] == [
+        Outcome.RELEASED, Outcome.RELEASED, Outcome.RELEASED, Outcome.SKIPPED]
     db.session().expire_all()
     failed = db.session().get(Submission, submission.id)
     assert failed is not None and failed.status is SubmissionStatus.FAILED
@@ -167,8 +169,8 @@ def test_no_sandbox_waits_without_using_attempts(pg_app: Flask, pg_factory: Fact
     woken: list[int] = []
     grader = SubmissionGrading(pipeline=lambda: Flaky(), policy=POLICY,  # type: ignore[arg-type,return-value]
                                status_changed=woken.append)
-    outcomes = [grader.grade(db.session(), submission.id) for _ in range(6)]
-    assert outcomes == [f"interrupted:{n}" for n in range(1, 7)]
+    outcomes = [grader.grade_and_store(db.session(), submission.id) for _ in range(6)]
+    assert outcomes == [Interrupted(n) for n in range(1, 7)]
     assert woken == [submission.id] * 12  # its waiters hear of each claim and each release
     db.session().expire_all()
     waiting = db.session().get(Submission, submission.id)
@@ -177,7 +179,7 @@ def test_no_sandbox_waits_without_using_attempts(pg_app: Flask, pg_factory: Fact
     assert body["waiting_for_sandbox"] is True and "grading machine" in body["message"]
     assert (body["attempts"], body["interruptions"]) == (6, 6)
     engine_up = True
-    assert grader.grade(db.session(), submission.id) == "graded"
+    assert grader.grade_and_store(db.session(), submission.id) is Outcome.GRADED
     assert woken == [submission.id] * 14  # the claim, then the result: once each
     db.session().expire_all()
     graded = db.session().get(Submission, submission.id)
@@ -195,7 +197,7 @@ def test_a_backend_that_fails_to_start_is_the_sandbox_unavailable(
         raise RuntimeError("409 Client Error: removal of container is already in progress")
 
     grader = SubmissionGrading(pipeline=failing_start, policy=POLICY)
-    assert grader.grade(db.session(), submission.id) == "interrupted:1"
+    assert grader.grade_and_store(db.session(), submission.id) == Interrupted(1)
 
 
 def test_a_lost_database_connection_is_retried_with_the_claim(
@@ -217,12 +219,13 @@ def test_a_lost_database_connection_is_retried_with_the_claim(
 
     grader = SubmissionGrading(pipeline=lambda: Dropping(), policy=POLICY)  # type: ignore[arg-type,return-value]
     with pytest.raises(GradingInterrupted) as interrupted:
-        grader.grade(db.session(), submission.id)
+        grader.grade_and_store(db.session(), submission.id)
     assert interrupted.value.token is not None
     drop = False
-    assert grader.grade(db.session(), submission.id) == "skipped"  # held by a live process
-    assert grader.grade(db.session(), submission.id,
-                        resume=interrupted.value.token) == "graded"
+    # held by a live process:
+    assert grader.grade_and_store(db.session(), submission.id) is Outcome.SKIPPED
+    assert grader.grade_and_store(db.session(), submission.id,
+                                  resume=interrupted.value.token) is Outcome.GRADED
     db.session().expire_all()
     graded = db.session().get(Submission, submission.id)
     assert graded is not None and (graded.attempts, graded.interruptions) == (2, 1)
@@ -246,12 +249,12 @@ def test_reaper_resends_queued_submissions_whose_message_was_lost(
 def test_regrade_is_a_new_round_with_its_own_result(pg_app: Flask, pg_factory: Factory) -> None:
     submission = _submit(pg_factory)
     grader = current_grading()
-    grader.grade(db.session(), submission.id)
+    grader.grade_and_store(db.session(), submission.id)
     db.session().refresh(submission)
     sent: list[int] = []
     assert regrade(db.session(), [submission], sent.append) == [submission.id]
     assert regrade(db.session(), [submission], sent.append) == []  # already queued
-    assert grader.grade(db.session(), submission.id) == "graded"
+    assert grader.grade_and_store(db.session(), submission.id) is Outcome.GRADED
     assert _results(submission.id) == 2
     db.session().expire_all()
     again = db.session().get(Submission, submission.id)
@@ -260,7 +263,7 @@ def test_regrade_is_a_new_round_with_its_own_result(pg_app: Flask, pg_factory: F
 
 def test_exports(pg_app: Flask, pg_factory: Factory) -> None:
     submission = _submit(pg_factory)
-    current_grading().grade(db.session(), submission.id)
+    current_grading().grade_and_store(db.session(), submission.id)
     db.session().expire_all()
     graded = db.session().get(Submission, submission.id)
     assert graded is not None
@@ -311,7 +314,7 @@ def test_unreleased_checks_reveal_nothing(hidden_status: str) -> None:
 def test_students_get_the_filtered_view_instructors_the_whole(pg_app: Flask,
                                                              pg_factory: Factory) -> None:
     submission = _submit(pg_factory)
-    current_grading().grade(db.session(), submission.id)
+    current_grading().grade_and_store(db.session(), submission.id)
     db.session().expire_all()
     graded = db.session().get(Submission, submission.id)
     assert graded is not None
@@ -340,7 +343,7 @@ def test_a_cache_submission_is_graded_through_the_service(pg_app: Flask,
     db.session().commit()
     grader = current_grading()
     grader._pipeline = GradingPipeline(backend=create_backend("local"))
-    assert grader.grade(db.session(), submission.id) == "graded"
+    assert grader.grade_and_store(db.session(), submission.id) is Outcome.GRADED
     db.session().expire_all()
     result = db.session().get(Submission, submission.id).result  # type: ignore[union-attr]
     assert result is not None and result.codes == ["cache-missing-new-keys"]
@@ -352,7 +355,7 @@ def test_a_real_submission_gets_its_code(pg_app: Flask, pg_factory: Factory) -> 
     submission = _submit(pg_factory, dict([corpus("attention", "softmax_dim_minus2.py")]))
     grader = current_grading()
     grader._pipeline = GradingPipeline(backend=create_backend("local"))
-    assert grader.grade(db.session(), submission.id) == "graded"
+    assert grader.grade_and_store(db.session(), submission.id) is Outcome.GRADED
     db.session().expire_all()
     result = db.session().get(Submission, submission.id).result  # type: ignore[union-attr]
     assert result is not None and "softmax-wrong-axis" in result.codes

@@ -80,7 +80,8 @@ def test_a_stored_result_wakes_the_long_poll_on_redis(redis_app: Flask) -> None:
     submission, headers = _submission(factory)
     assert isinstance(redis_app.extensions["autograde.status_watch"].source, RedisSource)
     client = redis_app.test_client()
-    thread = _in_thread(redis_app, lambda: current_grading().grade(db.session(), submission.id))
+    thread = _in_thread(redis_app,
+                        lambda: current_grading().grade_and_store(db.session(), submission.id))
     started = time.monotonic()
     seen = "queued"
     while seen not in ("graded", "failed"):
