@@ -4,7 +4,7 @@ what every graded document must hold.
 A corpus directory holds one folder per assignment slug with submission files and a
 ``manifest.toml`` giving each file's exact codes and score (what SPEC says it deserves).
 
-Each grading is a sandbox run (a fresh interpreter importing torch: about a second of CPU), so
+Each grading is a sandbox run (a fresh interpreter importing torch, a costly start), so
 the multi-seed tests grade a file's seeds concurrently, one sandbox per core, and a grading
 already made in this test session (same file, same seed) is reused rather than repeated.
 """
@@ -32,7 +32,7 @@ SLUGS = ("attention", "multi-head-attention", "attention-kv-cache")
 # How many seeds the multi-seed corpus tests grade each file on; AUTOGRADE_CORPUS_SEEDS overrides.
 DEFAULT_SEED_COUNT = 5
 # Fewer seeds where a grading costs more: the cache assignment's calls are several forwards each
-# and its variants run them all (about three times a multi-head-attention grading).
+# and its variants run them all.
 SEED_COUNTS = {"attention-kv-cache": 2}
 
 

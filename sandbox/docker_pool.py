@@ -30,9 +30,9 @@ logger = logging.getLogger(__name__)
 
 READY_POLL_SECONDS = 0.05
 # A refill nobody waits for checks its container this seldom: each check is an archive request
-# through the engine, and at 20 a second per starting container (the import of torch takes
-# seconds) those checks were most of the worker's CPU in a rush, and much of the engine's,
-# taken from the gradings running meanwhile. A run that starts waiting cuts the pause short.
+# through the engine, and at READY_POLL_SECONDS for as long as torch's import takes, the
+# checks of a rush's starting containers would take the worker's CPU, and the engine's, from
+# the gradings running meanwhile. A run that starts waiting cuts the pause short.
 IDLE_READY_POLL_SECONDS = 1.0
 # A pooled container is handed out only if its deadline label leaves the whole run this much
 # room on top of the run's wall clock, so the janitor never removes a container mid-run.

@@ -324,8 +324,8 @@ class SandboxContainer:
                 time.sleep(0.002)  # the stream may close a moment before the exec is reaped
             # Without the end frame the engine says whether the runner ended: asked at once
             # when its stream closes, otherwise only now and then, in case it ended with its
-            # stream still open (asked at every poll, it was 16 questions a grading, 2 ms of
-            # this process and more of the engine's each).
+            # stream still open: each question costs this process CPU and the engine more,
+            # too much to ask at every poll.
             if closed or time.monotonic() - asked >= _EXEC_POLL_SECONDS:
                 asked = time.monotonic()
                 state = self._exec_state()

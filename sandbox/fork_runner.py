@@ -285,7 +285,7 @@ def _wipe(uid: int, root: str) -> None:
     else:
         sys.exit(f"processes of uid {uid} survive SIGKILL")
     # As the job's uid, whose files they all are whatever modes it gave them; spawned, not
-    # forked: a fork of this process (torch imported) costs 15-20 ms of CPU, a spawn about 1.
+    # forked: a fork of this process (torch imported) costs far more CPU than a spawn.
     cleaner = os.posix_spawn(_SETPRIV, [
         _SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
         "/bin/sh", "-c", 'chmod -R u+rwx -- "$1" && exec find "$1" -mindepth 1 -delete',

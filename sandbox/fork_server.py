@@ -364,8 +364,8 @@ class ForkServer(SandboxContainer):
         )
 
     def _read_job_outputs(self, number: int) -> tuple[bytes, dict[str, bytes], bool]:
-        # Sent by the server at the job's end: no archive request through the engine (45 ms
-        # and 50 ms of the daemons' CPU each). Without it (the server is gone), the volume.
+        # Sent by the server at the job's end: no archive request through the engine, which
+        # costs time and the daemons' CPU. Without it (the server is gone), the volume.
         if self.frames.job_done.is_set() and self.frames.archive is not None:
             forged, tensors, over_limit = read_output_archive(
                 [self.frames.archive], self.limits.result_bytes,

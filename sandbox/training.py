@@ -33,7 +33,7 @@ MODULE_LAYER = "module"
 # masks of the training (in the sandbox) or of another thread's seeded run (on the grader,
 # which builds this model to recompute what the returned weights give). Not
 # ``torch.nn.utils.skip_init``: it initialises on the meta device, whose first use imports
-# torch's reference implementations, 0.9 s of every sandbox run (measured).
+# torch's reference implementations, a cost every sandbox run would pay.
 
 
 class _Linear(nn.Linear):
@@ -156,7 +156,7 @@ def held_out_logits(model: nn.Module, held_out: torch.Tensor) -> torch.Tensor:
 class Adam:
     """Adam with torch.optim.Adam's defaults and update (its one-tensor-at-a-time form, the one
     it takes on the CPU), written here: constructing torch's first optimiser imports
-    torch._dynamo, 0.9 s of every sandbox run and of a one-off grading on the host."""
+    torch._dynamo, a cost every sandbox run and every one-off grading on the host would pay."""
 
     def __init__(self, parameters: Iterable[nn.Parameter], *, lr: float,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:

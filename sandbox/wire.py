@@ -9,7 +9,7 @@ PLAN_FILE = "plan.json"
 INPUTS_FILE = "inputs.safetensors"
 SUBMISSION_DIR = "submission"
 EVENTS_FILE = "events.jsonl"
-"""No longer written by the runner (events travel on its stream): in the output folder, such
+"""Not written by the runner (events travel on its stream): in the output folder, such
 a file is student code's, and the host reports it as such."""
 TENSORS_DIR = "tensors"
 
@@ -25,8 +25,8 @@ OUTPUTS_FRAME_BYTES = 512 << 10
 process of the run is left: a tar in frames of at most ``OUTPUTS_FRAME_BYTES`` bytes, then an
 end frame (``runner_end``) with the runner's exit status and whether files were left out over
 the result budget. That frame is the last thing the runner does: the host knows the run has
-ended without asking the engine, and has its files without an archive request (56 ms of a
-grading, and 30 ms more until the engine closes the stream of an exited runner). A stream
+ended without asking the engine, and has its files without an archive request and without
+waiting for the engine to close the stream of an exited runner. A stream
 without the end frame (the supervisor was killed) leaves the host to ask the engine."""
 
 

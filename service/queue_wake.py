@@ -1,17 +1,17 @@
 """The embedded queue's worker, woken when a task is sent instead of finding it at its next read.
 
 The embedded default's queue is a table in SQLite (kombu's SQL transport), which a worker reads
-again and again while it is empty: every 0.1 s, a queue wait of 50 ms on average and 2.4% of a
-core for an idle worker (1 s, kombu's own interval, was the whole wait of a submission). Here
-the worker waits on a Unix datagram socket between two reads instead. Every process that sends a
-task (the web, the worker, beat) sends a datagram after it (``after_task_publish``), and the
-worker reads the queue at once. A datagram is only a hint that something may be there: one that
+again and again while it is empty, at its polling interval: a long interval adds to every
+submission's wait, and a short one costs an idle worker CPU all the time. Here the worker
+waits on a Unix datagram socket between two reads instead. Every process that sends a task
+(the web, the worker, beat) sends a datagram after it (``after_task_publish``), and the worker
+reads the queue at once. A datagram is only a hint that something may be there: one that
 is lost (no worker yet, a full socket buffer) is made up by the read every
 ``WAKE_BACKSTOP_SECONDS``, and one for nothing costs a read.
 
 The socket is in Linux's abstract namespace (no file to clean up), named after the queue's
 database file. Where there is none (another OS), or another worker on the same queue holds the
-name, the worker reads at its polling interval as before (``service.tasks.PollQueueOften``).
+name, the worker reads the queue at its polling interval (``service.tasks.PollQueueOften``).
 """
 
 from __future__ import annotations

@@ -212,12 +212,12 @@ def share_warm_pool(*, options: Mapping[str, Any], **_: Any) -> None:
     containers importing torch than cores beside the gradings.
 
     Celery hands a task to any idle process: with one container each (a share of the cores),
-    the next submission went half the time to the process whose container was still
-    starting, and waited for it (started -> graded 1.7 s one at a time, against 0.4 s with
-    two each). Ready containers cost memory only; starting ones cost the cores, hence the
-    bound on starts. ``AUTOGRADE_DOCKER_POOL_SIZE`` and ``AUTOGRADE_DOCKER_STARTERS``
-    override either; the fork-server mode's servers (``AUTOGRADE_DOCKER_FORK_SERVERS``) are
-    shared out by the cores (each is a long-lived container per core)."""
+    the next submission often goes to a process whose container is still starting, and waits
+    for it; with two each, one is ready while the other starts. Ready containers cost memory
+    only; starting ones cost the cores, hence the bound on starts.
+    ``AUTOGRADE_DOCKER_POOL_SIZE`` and ``AUTOGRADE_DOCKER_STARTERS`` override either; the
+    fork-server mode's servers (``AUTOGRADE_DOCKER_FORK_SERVERS``) are shared out by the cores
+    (each is a long-lived container per core)."""
     cores = os.cpu_count() or 1
     processes = int(options.get("concurrency") or cores)
     share = max(1, cores // max(processes, 1))
@@ -232,10 +232,10 @@ def share_warm_pool(*, options: Mapping[str, Any], **_: Any) -> None:
 def prepare_reference_trainings(**_: Any) -> None:
     """At worker start (``celeryd_init``, before the grading processes fork): the reference's
     training on each training seed of every installed assignment, computed once here and
-    inherited by every grading process. Otherwise each process trained each seed again on the
-    first submissions that picked it: 16 trainings, 2.6 CPU-s, per process, in a deploy's
-    first rush. The worker starts whatever happens here: an assignment that cannot be loaded
-    or trained is left to its submissions, whose gradings report it."""
+    inherited by every grading process. Otherwise each process would train each seed again on
+    the first submissions that picked it, in a deploy's first rush. The worker starts whatever
+    happens here: an assignment that cannot be loaded or trained is left to its submissions,
+    whose gradings report it."""
     use_one_thread()  # before any torch work in the process the grading processes fork from
     started, trained = time.perf_counter(), 0
     for slug in list_assignments():
@@ -253,10 +253,10 @@ QUEUE_POLL_SECONDS = 0.1
 
 class PollQueueOften(bootsteps.StartStopStep):  # type: ignore[misc]
     """A worker consumer step: a broker that is polled (the embedded default's queue table) is
-    polled every 0.1 s instead of kombu's 1 s, which was the whole queue wait of a submission on
-    an idle machine. The embedded queue's worker is woken by each task sent instead and reads
-    at this interval only where it cannot be (``service.queue_wake``). Brokers that push
-    (Redis) are left alone."""
+    polled every ``QUEUE_POLL_SECONDS`` instead of kombu's 1 s, which would be most of a
+    submission's queue wait on an idle machine. The embedded queue's worker is woken by each
+    task sent instead and reads at this interval only where it cannot be
+    (``service.queue_wake``). Brokers that push (Redis) are left alone."""
 
     requires = ("celery.worker.consumer.connection:Connection",)
 

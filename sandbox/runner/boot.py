@@ -63,12 +63,12 @@ def warm_up() -> None:
 
 def import_lazy_modules() -> None:
     """What torch imports on first use on some paths (``torch.broadcast_shapes``, a backward
-    given an explicit gradient): its symbolic shapes, and sympy with them, 0.3-0.6 CPU-s here.
+    given an explicit gradient): its symbolic shapes, and sympy with them, a costly import.
 
-    Imported before the job, off the student's clock, although only some submissions (12% of
-    the corpus) take those paths: under gVisor the import costs several CPU-s as gVisor counts
-    them on a loaded host, more than a short budget, and a submission that blinds the soft
-    limit (``watchdog_blinded.py``) then lost every call to the supervisor's. A time-out never
+    Imported before the job, off the student's clock, although only some submissions take
+    those paths: under gVisor the import costs more CPU time than a short budget, as gVisor
+    counts it on a loaded host, and a submission that blinds the soft limit
+    (``watchdog_blinded.py``) would then lose every call to the supervisor's. A time-out never
     lands inside an import (``CallBudget``), for the lazy imports this does not foresee."""
     importlib.import_module("torch.fx.experimental.symbolic_shapes")
 
@@ -83,9 +83,9 @@ def wait_for(path: str, poll_seconds: float) -> None:
     """Until ``path`` (a file or a folder) exists: looked for every ``poll_seconds``, and at
     once when inotify tells of an entry created in or moved into its folder. Docker's runtime
     passes on the host's rename into the bind-mounted job folder, so the host can give a long
-    interval there: an idle warm runner looking every 2 ms spent 1.5% of a core. gVisor does
-    not pass on changes made outside it, and another runtime may not: there the host keeps the
-    short interval."""
+    interval there: an idle warm runner looking at the default interval spends a steady share
+    of a core. gVisor does not pass on changes made outside it, and another runtime may not:
+    there the host keeps the short interval."""
     watch = _watch_folder(os.path.dirname(path))
     try:
         while not os.path.exists(path):

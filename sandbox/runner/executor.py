@@ -293,8 +293,8 @@ def _seeded(seed: Any) -> Iterator[None]:
     """Run the block on the global generator seeded with ``seed`` (no seed: as it is).
 
     Only the CPU's default generator is seeded: ``torch.manual_seed`` also queues a lazy seed
-    for each accelerator backend, with a formatted stack trace, which cost about as much as a
-    probe call (under a deep stack, 1 ms a call, hundreds of calls in a mistake search)."""
+    for each accelerator backend, with a formatted stack trace, which costs about as much as a
+    probe call under a deep stack, and a mistake search seeds many calls."""
     if seed is None:
         yield
         return
@@ -342,7 +342,7 @@ def backward_with(output: torch.Tensor, upstream: torch.Tensor) -> None:
 
     Written as the backward of ``sum(output * upstream)``, whose gradient at ``output`` is
     ``1 * upstream``, the same bits: ``backward`` given an explicit gradient imports sympy
-    through torch's shape checks, 0.6-0.9 CPU-seconds in every fresh interpreter.
+    through torch's shape checks, a costly import in every fresh interpreter.
     """
     (output * upstream).sum().backward()  # type: ignore[no-untyped-call]
 
@@ -413,8 +413,8 @@ def _earlier_output(earlier: list[Any], forward: int, path: list[int]) -> Any:
 
 class _Leaves(threading.local):
     """Leaves behind the arguments of the forward being prepared, by the argument's id(): per
-    thread, since the grader runs calls in several threads at once (a shared map let one
-    thread's forward clear another's leaves, which then recorded no gradient)."""
+    thread, since the grader runs calls in several threads at once (a shared map would let one
+    thread's forward clear another's leaves, which would then record no gradient)."""
 
     def __init__(self) -> None:
         self.of: dict[int, torch.Tensor] = {}

@@ -176,7 +176,7 @@ class _ChildClock:
     Waiting for a core on a busy machine does not advance it, so a loaded host never costs the
     student; nor does a virtual machine's steal time, where the kernel accounts for it
     (``CONFIG_PARAVIRT_TIME_ACCOUNTING``, as on these machines). Where the clock cannot be read
-    (a kernel without per-process CPU clocks) the wall clock stands in, as budgets were.
+    (a kernel without per-process CPU clocks) the wall clock stands in.
     """
 
     def __init__(self, pid: int) -> None:

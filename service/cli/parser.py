@@ -71,9 +71,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry_point() -> NoReturn:
     """The ``autograde`` console script: ``main``, then the process ends.
 
-    A command that graded here has torch loaded, and the interpreter's teardown of it takes
-    0.3-0.5 s after the report is out, a tenth of a one-off grading. Everything of ours is done
-    by then (the sandbox removed in the command's own ``finally``), so such a process ends
+    A command that graded here has torch loaded, and the interpreter's teardown of it is a
+    noticeable share of a one-off grading, paid after the report is out. Everything of ours is
+    done by then (the sandbox removed in the command's own ``finally``), so such a process ends
     as soon as its output and logs are flushed; any other command ends as usual.
     """
     status = main()

@@ -174,7 +174,7 @@ def store_result(session: Session, claim_: Claim, document: dict[str, Any],
     """Write the result if the claim is still in force; False (nothing written) otherwise.
     The announcer's deliveries are committed with the result and sent after it;
     ``status_changed`` is told before they are sent, so that the requests waiting on the
-    submission answer at once (sending the deliveries took 3-20 ms of every grading)."""
+    submission answer at once, without waiting for the deliveries to be sent."""
     submission = session.get(Submission, claim_.submission_id, populate_existing=True)
     assert submission is not None
     now = utcnow()

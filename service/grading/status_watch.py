@@ -7,7 +7,7 @@ that submission. How the word travels depends on the installation:
 - the broker is Redis: a pub/sub message on the queue's channel (one subscription per web
   process, however many requests wait);
 - the database is SQLite (the embedded default): the database's own change counter
-  (``PRAGMA data_version``, 4 us a read), read every 20 ms while someone waits, which moves on
+  (``PRAGMA data_version``, a cheap read), read every 20 ms while someone waits, which moves on
   any commit from another process; the waiters then read their submission's status again;
 - otherwise: the waiters read again every half second.
 

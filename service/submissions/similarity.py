@@ -11,7 +11,7 @@ comes from the class's own scores. Each student's closest match is taken, and Tu
 fence ``Q3 + 3 IQR`` over those (never below ``FLOOR``) is the cut: a pair is reported when it is
 far closer than how close everyone's closest match is in this class.
 
-A report compares every pair of a class (45,000 pairs for 300 students: tens of seconds), so it
+A report compares every pair of a class, so its cost grows with the square of the class, and it
 is computed in the background (``run_report``, the worker's similarity task) with its progress
 recorded, and kept (``SimilarityRun``) until a student's counted submission changes.
 
