@@ -5,6 +5,7 @@ and worker processes, a real webhook receiver."""
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -44,27 +45,52 @@ def local_pipeline() -> Iterator[GradingPipeline]:
     backend.close()
 
 
-@pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'autograde.db'}"
-    db.upgrade(url)
-    return url
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database migrated once for the session, which each test's database copies."""
+    path = tmp_path_factory.mktemp("template") / "autograde.db"
+    db.upgrade(f"sqlite:///{path}")
+    return path
 
 
 @pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A fresh PostgreSQL database, migrated, dropped afterwards."""
-    name = f"autograde_test_{uuid.uuid4().hex[:12]}"
+def sqlite_url(tmp_path: Path, migrated_sqlite: Path) -> str:
+    """A fresh SQLite database of this test's own, migrated (a copy of the session's)."""
+    path = tmp_path / "autograde.db"
+    shutil.copyfile(migrated_sqlite, path)
+    return f"sqlite:///{path}"
+
+
+def _pg_admin() -> psycopg.Connection[Any]:
     try:
-        admin = psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3)
+        return psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=3)
     except psycopg.OperationalError as exc:
         unavailable(f"PostgreSQL is not reachable: {exc}")
-    with admin:
+
+
+@pytest.fixture(scope="session")
+def migrated_pg() -> Iterator[str]:
+    """A PostgreSQL database migrated once for the session: the template of each test's."""
+    name = f"autograde_template_{uuid.uuid4().hex[:12]}"
+    with _pg_admin() as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
-    url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
     try:
-        db.upgrade(url)
-        yield url
+        db.upgrade(f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}")
+        yield name
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_url(migrated_pg: str) -> Iterator[str]:
+    """A fresh PostgreSQL database, migrated (made from the session's template), dropped
+    afterwards."""
+    name = f"autograde_test_{uuid.uuid4().hex[:12]}"
+    with _pg_admin() as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{migrated_pg}"')
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
     finally:
         with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
