@@ -26,9 +26,9 @@ def warm() -> Iterator[LocalBackend]:
     backend.close()
 
 
-def _warm_runners() -> list[int]:
-    """This process's children that are warm runners."""
-    found = []
+def _warm_runners() -> set[int]:
+    """This process's children that are warm runners (other tests' backends' among them)."""
+    found = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -39,7 +39,7 @@ def _warm_runners() -> list[int]:
             continue
         parent = stat[stat.rfind(b")") + 2:].split()[1]
         if int(parent) == os.getpid() and b"--fork" in cmdline:
-            found.append(int(entry))
+            found.add(int(entry))
     return found
 
 
@@ -126,8 +126,9 @@ def sleep(*args):
 
 def test_a_run_whose_warm_runner_dies_is_a_sandbox_error_and_the_next_run_starts_one(
         warm: LocalBackend) -> None:
+    others = _warm_runners()
     warm.run(make_job(ATTENTION, calls=[attention_call()]), Limits())  # the runner is up
-    (runner,) = _warm_runners()
+    (runner,) = _warm_runners() - others
     killer = threading.Timer(1.5, os.kill, (runner, signal.SIGKILL))
     killer.start()
     started = time.monotonic()
@@ -139,7 +140,7 @@ def test_a_run_whose_warm_runner_dies_is_a_sandbox_error_and_the_next_run_starts
     assert time.monotonic() - started < 30
     again = warm.run(make_job(ATTENTION, calls=[attention_call()]), Limits())
     assert again.termination is Termination.EXITED
-    assert _warm_runners() not in ([], [runner])
+    assert len(_warm_runners() - others - {runner}) == 1
 
 
 def test_the_forked_run_keeps_the_address_space_limit(warm: LocalBackend) -> None:
@@ -156,8 +157,9 @@ def greedy(*args):
 
 
 def test_closing_the_backend_ends_its_warm_runner() -> None:
+    others = _warm_runners()
     backend = LocalBackend(warm=True)
     backend.run(make_job(ATTENTION, calls=[attention_call()]), Limits())
-    (runner,) = _warm_runners()
+    (runner,) = _warm_runners() - others
     backend.close()
     assert not _alive(runner)
