@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from devkit.browser import COURSE, UNAVAILABLE, XSS, Live, browser_unavailable
+from devkit.browser import COURSE, XSS, Live, browser_unavailable
 from devkit.courses import PASSWORD
+from devkit.skips import skip_reasons
 from devkit.stack import Stack, free_port
 from service import db
 from service.app import create_app
@@ -36,7 +37,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    for reason in UNAVAILABLE:
+    for reason in skip_reasons(terminalreporter, "browser"):
         terminalreporter.write_sep("!", f"BROWSER TESTS SKIPPED: {reason} "
                                         "(run `bash scripts/ensure-browser.sh`)",
                                    red=True, bold=True)

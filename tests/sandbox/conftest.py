@@ -19,6 +19,7 @@ import docker
 import pytest
 
 from devkit.sandbox_jobs import FORK_SERVER_MODE, GVISOR_RUNTIME
+from devkit.skips import skip_reasons
 from sandbox.docker_backend import (
     DockerBackend,
     DockerSettings,
@@ -27,21 +28,17 @@ from sandbox.docker_backend import (
     connect,
 )
 
-_UNAVAILABLE: list[str] = []
-
 
 def _docker_unavailable(reason: str) -> None:
     """Skip the test, or fail it in CI, where every docker test must run."""
     if os.environ.get("CI") == "true":
         pytest.fail(f"docker test cannot run in CI: {reason}", pytrace=False)
-    if reason not in _UNAVAILABLE:
-        _UNAVAILABLE.append(reason)
     pytest.skip(reason)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """One loud line when docker tests were skipped, so a green run does not hide them."""
-    for reason in _UNAVAILABLE:
+    for reason in skip_reasons(terminalreporter, "docker"):
         terminalreporter.write_sep(
             "!",
             f"DOCKER TESTS SKIPPED: {reason} "
