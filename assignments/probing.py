@@ -71,7 +71,6 @@ class PlanValueError(TypeError):
     """A probe argument the plan cannot carry to the runner with its type."""
 
 
-_REFERENCE_KEYS = frozenset({"tensor", "grad", "output_of", "item"})
 
 
 def encode_call(spec: Mapping[str, Any]) -> dict[str, Any]:
@@ -100,15 +99,29 @@ def _encode_arguments(spec: dict[str, Any], where: str) -> None:
                           for name, value in spec["kwargs"].items()}
 
 
+def _is_reference(value: dict[Any, Any]) -> bool:
+    """Whether a plain dict is a tensor or earlier-output reference as the wire writes it."""
+    if isinstance(value.get("tensor"), str):
+        return value.keys() <= {"tensor", "grad"}
+    if isinstance(value.get("output_of"), int):
+        return value.keys() <= {"output_of", "item"}
+    return False
+
+
 def encode_value(value: Any, where: str = "argument", *, top: bool = False) -> Any:
     """One argument as plain JSON that keeps its Python type: None, bool, int, str and finite
     floats as they are (JSON tells ``1`` from ``1.0``); a list as a list; a tuple as
     ``{"tuple": [...]}``; a dict with string keys as ``{"dict": {...}}``; inf, -inf and nan as
     ``{"float": "inf"}`` (strict JSON has none); ``tensor(...)`` and ``earlier(...)`` as the
-    references they are. Every JSON object among the encoded arguments is thus one of these
-    five tags, so a dict argument never reads as a reference. Anything else (a subclass of
+    references they are, and a plain dict written as such a reference (``{"tensor": key}``)
+    too. Every JSON object among the encoded arguments is thus one of these five tags, so
+    another dict argument never reads as a reference. Anything else (a subclass of
     these types too) raises ``PlanValueError`` naming ``where``. A tensor that wants its
     gradient must be an argument itself (``top``): only those are tracked."""
+    if type(value) is dict and _is_reference(value):
+        # Written by hand as the wire has it (labs made before tensor() and earlier()).
+        value = (TensorInput(value) if "tensor" in value
+                 else EarlierOutput(value))
     if isinstance(value, TensorInput):
         if value.get("grad") and not top:
             raise PlanValueError(f"{where}: tensor(..., grad=True) inside a container; only a "
@@ -129,9 +142,6 @@ def encode_value(value: Any, where: str = "argument", *, top: bool = False) -> A
         return {"tuple": [encode_value(item, f"{where}[{index}]")
                           for index, item in enumerate(value)]}
     if type(value) is dict:
-        if ("tensor" in value or "output_of" in value) and value.keys() <= _REFERENCE_KEYS:
-            raise PlanValueError(f"{where}: a plain dict shaped like a reference; write "
-                                 "tensor(key) or earlier(forward, *item) for one")
         for key in value:
             if not isinstance(key, str):
                 raise PlanValueError(f"{where}: a dict key {key!r} that is not a string")
