@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from safetensors.torch import save
 
+from assignments.probing import encode_call
 from assignments.spec import AssignmentSpec, CheckSpec, Visibility
 
 
@@ -47,7 +48,8 @@ class ProbeCall:
 
     id: str
     spec: Mapping[str, Any]
-    """The call as the runner reads it (targets, arguments by tensor key, backward)."""
+    """The call as the probe wrote it (target, arguments as Python values with ``tensor(key)``
+    for an input, backward); ``runner_spec`` is what the runner reads."""
     group: str
     """Scenario the call belongs to (plain, masked, causal, ...); diagnosis falls back to
     explaining groups one by one when no small set of mistakes explains every call."""
@@ -62,6 +64,11 @@ class ProbeCall:
     (``grader.diagnosis.PROPERTY_CHECKS``)."""
     meta: Mapping[str, Any] = field(default_factory=dict)
     """Facts checks need (e.g. the causal prefix that a perturbation must not move)."""
+
+    def runner_spec(self) -> dict[str, Any]:
+        """The call as the executor reads it, in the sandbox and in the grader's process alike:
+        its arguments encoded so that each arrives with the type the probe gave it."""
+        return dict(encode_call(self.spec), id=self.id)
 
 
 @dataclass(frozen=True)
@@ -94,9 +101,9 @@ class ProbePlan:
             "run_seconds": self.run_seconds,
             "memory_bytes": self.memory_bytes,
             "forbidden": list(self.forbidden),
-            "calls": [dict(call.spec, id=call.id) for call in self.calls],
+            "calls": [call.runner_spec() for call in self.calls],
         }
-        return json.dumps(document).encode()
+        return json.dumps(document, allow_nan=False).encode()
 
     def inputs_safetensors(self) -> bytes:
         return save({key: value.contiguous() for key, value in self.inputs.items()})

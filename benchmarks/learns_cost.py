@@ -52,7 +52,7 @@ def main() -> None:
         for seed in seeds:
             plan = assignment.build_plan(seed)
             call = plan.call("training")
-            spec = dict(call.spec, id=call.id)
+            spec = call.runner_spec()
             started = time.process_time()
             with trap:
                 record, tensors = executor.execute_call(reference, spec, plan.inputs)

@@ -4,12 +4,15 @@ mode and runtime names the tests run them under."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 from safetensors.torch import save
 
+from assignments.model import ProbeCall, ProbePlan
+from assignments.probing import tensor
 from sandbox.base import Job
 
 GVISOR_RUNTIME = "runsc"
@@ -93,3 +96,23 @@ def events_of(raw: bytes) -> list[dict[str, Any]]:
     events = [json.loads(line) for line in raw.decode().splitlines() if line.strip()]
     # Timings differ from run to run (and warm-up is paid before a warm job): not compared.
     return [{k: v for k, v in e.items() if not k.endswith("seconds")} for e in events]
+
+
+TYPED_ARGUMENTS = """
+def reshape(x, shape, *, sizes, scale, fill, missing):
+    if not (type(shape) is tuple and type(sizes) is dict and type(sizes["rows"]) is tuple
+            and type(scale) is int and type(fill) is float and missing is None):
+        raise TypeError(f"{type(shape)} {sizes!r} {type(scale)} {fill!r} {missing!r}")
+    return x.reshape(shape) * scale
+"""
+"""A submission that raises unless each argument of ``typed_arguments_plan`` has its type."""
+
+
+def typed_arguments_plan() -> ProbePlan:
+    """One call, ``typed``, of ``reshape`` in ``shapes.py`` with a tuple, a dict holding a
+    tuple, an int, an infinite float and None."""
+    call = ProbeCall("typed", {"target": "reshape", "args": [tensor("x"), (2, 3)], "kwargs": {
+        "sizes": {"rows": (2,)}, "scale": 2, "fill": -math.inf, "missing": None}},
+        "plain", "x (6,) to (2, 3)")
+    return ProbePlan(seed=0, entry="shapes.py", calls=(call,), inputs={"x": torch.arange(6.0)},
+                     forbidden=(), call_timeout=5.0, run_seconds=20.0, memory_bytes=4 << 30)

@@ -1,7 +1,8 @@
 """Runs of trusted code in the grader's own process: the reference and the known-mistake variants.
 
-They execute the plan's calls with the runner's own call executor, so they are exercised
-exactly as the submission is in the sandbox, and their records are read by the same validation.
+They execute the plan's calls with the runner's own call executor, on the same encoded
+arguments, so they are exercised exactly as the submission is in the sandbox (a tuple argument
+is a tuple for all three), and their records are read by the same validation.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ def run_in_process(namespace: Namespace, plan: ProbePlan) -> dict[str, CallOutco
     """Run the plan's calls on trusted code in this process (the reference, a variant)."""
     outcomes = {}
     for call in plan.calls:
-        record, tensors = execute_call(namespace, dict(call.spec, id=call.id), plan.inputs)
+        record, tensors = execute_call(namespace, call.runner_spec(), plan.inputs)
         outcomes[call.id] = outcome_from_record(record, tensors)
     return outcomes
 
@@ -28,8 +29,7 @@ def run_in_process(namespace: Namespace, plan: ProbePlan) -> dict[str, CallOutco
 def run_call_in_process(namespace: Namespace, plan: ProbePlan, call_id: str, *,
                         backward: bool = True) -> CallOutcome:
     """Run one call in this process; ``backward=False`` skips gradients (forward values only)."""
-    call = plan.call(call_id)
-    spec = dict(call.spec, id=call.id)
+    spec = plan.call(call_id).runner_spec()
     if not backward:
         spec = _forward_only(spec)
     record, tensors = execute_call(namespace, spec, plan.inputs)

@@ -372,20 +372,37 @@ class EarlierOutputMissing(LookupError):
     """A forward refers to an item that an earlier forward of the call did not return."""
 
 
+_SPECIAL_FLOATS = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
+
+
 def _value(spec: Any, inputs: Mapping[str, torch.Tensor], fresh: bool,
            earlier: list[Any]) -> Any:
-    """A plan value: JSON scalars as they are, ``{"tensor": key}`` as a fresh copy, and
-    ``{"output_of": N, "item": [i, ...]}`` as what forward N of the same call returned (item i
-    of it, and so on), handed over as it is: state such as a cache travels from one forward
-    to the next as the code under test returned it.
+    """A plan value, decoded to the Python value the probe wrote (the encoding is
+    ``assignments.probing.encode_value``): JSON scalars as they are, a list item by item,
+    ``{"tuple": [...]}`` as a tuple, ``{"dict": {...}}`` as a dict, ``{"float": "inf"}`` (or
+    ``"-inf"``, ``"nan"``) as that float, ``{"tensor": key}`` as a fresh copy of the input,
+    and ``{"output_of": N, "item": [i, ...]}`` as what forward N of the same call returned
+    (item i of it, and so on), handed over as it is: state such as a cache travels from one
+    forward to the next as the code under test returned it. Containers are built anew for
+    every call, so code that changes a list it was given changes no later call's.
 
     An input whose gradient is wanted is handed over as a clone of a leaf: the student gets a
     tensor that tracks gradients and may even be changed in place (which the mutation check
     reports) without autograd refusing the in-place edit of a leaf.
     """
-    if isinstance(spec, dict) and "output_of" in spec:
+    if isinstance(spec, list):
+        return [_value(item, inputs, fresh, earlier) for item in spec]
+    if not isinstance(spec, dict):
+        return spec
+    if "tuple" in spec:
+        return tuple(_value(item, inputs, fresh, earlier) for item in spec["tuple"])
+    if "dict" in spec:
+        return {key: _value(item, inputs, fresh, earlier) for key, item in spec["dict"].items()}
+    if "float" in spec:
+        return _SPECIAL_FLOATS[spec["float"]]
+    if "output_of" in spec:
         return _earlier_output(earlier, int(spec["output_of"]), list(spec.get("item", [])))
-    if isinstance(spec, dict) and "tensor" in spec:
+    if "tensor" in spec:
         tensor = inputs[spec["tensor"]]
         if fresh:
             tensor = tensor.detach().clone()
@@ -394,7 +411,7 @@ def _value(spec: Any, inputs: Mapping[str, torch.Tensor], fresh: bool,
                 tensor = leaf.clone()
                 _LEAVES.of[id(tensor)] = leaf
         return tensor
-    return spec
+    raise ValueError(f"not a plan value: an object with keys {sorted(spec)[:5]}")
 
 
 def _earlier_output(earlier: list[Any], forward: int, path: list[int]) -> Any:

@@ -12,8 +12,16 @@ from typing import Any
 
 import pytest
 
-from devkit.sandbox_jobs import ATTENTION, STOP_THE_SUPERVISOR, attention_call, events_of, make_job
-from sandbox.base import Limits, RunResult, Termination
+from devkit.sandbox_jobs import (
+    ATTENTION,
+    STOP_THE_SUPERVISOR,
+    TYPED_ARGUMENTS,
+    attention_call,
+    events_of,
+    make_job,
+    typed_arguments_plan,
+)
+from sandbox.base import Job, Limits, RunResult, Termination
 from sandbox.local import LocalBackend
 from sandbox.wire import WALL_SLACK
 
@@ -197,3 +205,13 @@ def test_the_host_ends_a_run_whose_supervisor_was_stopped_at_its_wall_clock_dead
     # The run's wall time includes the runner's own start (torch's import), before the deadline.
     assert limits.deadline_seconds <= result.wall_seconds < limits.deadline_seconds + 15
     assert list(_calls(result)) == ["fast"]
+
+
+def test_a_tuple_argument_reaches_the_submission_as_a_tuple() -> None:
+    # The plan travels as JSON, which has no tuple: a correct isinstance(shape, tuple) failed.
+    plan = typed_arguments_plan()
+    job = Job(files={"shapes.py": TYPED_ARGUMENTS.encode()}, plan_json=plan.runner_json(),
+              inputs_safetensors=plan.inputs_safetensors())
+    result = LocalBackend().run(job, Limits())
+    calls = _calls(result)
+    assert calls["typed"]["status"] == "ok", calls["typed"]

@@ -1,7 +1,7 @@
 """Hidden: the probe plan of ``attention-kv-cache``: modules, weights, sequences, caches, misuse.
 
 A call with a cache is several forwards of one module: each later forward is handed the cache
-the one before it returned (``{"output_of": N, "item": [1]}``), so the cache travels as the
+the one before it returned (``earlier(N, 1)``), so the cache travels as the
 student's code returned it, and every step's output and returned cache are compared.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from assignments.model import ProbeCall
-from assignments.probing import InputBank, shape_of, tensor
+from assignments.probing import EarlierOutput, InputBank, earlier, shape_of, tensor
 
 B, D, H = 2, 16, 2
 T, TK = 6, 7
@@ -67,8 +67,8 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
         return [bank.add(f"{name}.piece{index}", whole[:, start:end].clone())
                 for index, (start, end) in enumerate(itertools.pairwise(bounds))]
 
-    def cached(step: int) -> dict[str, Any]:
-        return {"output_of": step, "item": [1]}
+    def cached(step: int) -> EarlierOutput:
+        return earlier(step, 1)
 
     q = x("self-plain.query")
     module_call("self-plain", "plain", f"self-attention without RoPE on query "
