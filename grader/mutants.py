@@ -15,6 +15,7 @@ apart: students are shown the exception and where it happened.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -169,9 +170,7 @@ def mutation_report(assignment: Assignment, *, seed: int = 0, limit: int | None 
     try:
         document = grade(baseline)
         if document["score"] < document["max_score"]:
-            raise RuntimeError(
-                f"the reference, stripped of its mistake switches, scores {document['score']}/"
-                f"{document['max_score']} ({_codes(document)}): fix the reference first")
+            raise RuntimeError(refusal(document, baseline, assignment.entry))
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             documents = list(pool.map(lambda mutant: grade(mutant.source), chosen))
     finally:
@@ -181,6 +180,27 @@ def mutation_report(assignment: Assignment, *, seed: int = 0, limit: int | None 
                                                                           strict=True))
     return MutationReport(assignment.slug, seed, backend, len(found), results,
                           time.perf_counter() - started)
+
+
+def refusal(document: dict[str, Any], baseline: str, entry: str) -> str:
+    """Why the mutants would mean nothing: the stripped reference's score, what the grader
+    told it (the exception, where) and the stripped lines it points at, numbered as graded."""
+    lines = [f"the reference, stripped of its mistake switches, scores {document['score']}/"
+             f"{document['max_score']} ({_codes(document)}): fix the reference first"]
+    told = [f"{d['code']}: {d['message']}" for d in document.get("diagnoses", [])
+            if d.get("message")]
+    if not told:  # no diagnosis: the checks' own words
+        told = [f"check {test['number']}: {test['output']}" for test in document["tests"]
+                if test["score"] < test["max_score"] and test.get("output")]
+    lines += [f"  {text}" for text in told[:3]]
+    source = baseline.splitlines()
+    pointed = dict.fromkeys(int(number) for text in told for number in re.findall(
+        rf"{re.escape(entry)}, line (\d+)", text))
+    for number in pointed:
+        if 1 <= number <= len(source):
+            lines.append(f"  the stripped reference, line {number}: "
+                         f"{source[number - 1].strip()}")
+    return "\n".join(lines)
 
 
 def _codes(document: dict[str, Any]) -> str:
