@@ -35,6 +35,10 @@ from typing import Any
 
 from grader.parsing import parse_python
 
+OPERATORS = ("constant", "sign", "operator", "drop-method", "drop-call", "drop-operand",
+             "swap-operands", "swap-args", "move-transpose", "drop-statement")
+"""The mutation operators, by the name each mutant's id ends with."""
+
 _MISTAKE_PARAMETER = "mistakes"
 _SKIPPED_FIELDS = frozenset({"annotation", "returns", "type_comment", "decorator_list"})
 

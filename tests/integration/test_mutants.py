@@ -96,8 +96,13 @@ def test_a_helper_shared_by_a_function_and_a_module_is_stripped_at_its_calls(
     reference.write_text(text[:text.index("def scores(")] + _SHARED_HELPER.lstrip())
     capsys.readouterr()
     assert main(["assignments", "mutants", "week-one", "--limit", "4", "--jobs", "2",
-                 "--json", "-"]) == 0
-    assert json.loads(capsys.readouterr().out)["graded"] == 4
+                 "--operators", "constant,sign", "--only", "named,crashed", "--json", "-"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["graded"] == 4
+    assert {m["operator"] for m in document["mutants"]} <= {"constant", "sign"}
+    assert {m["verdict"] for m in document["mutants"]} <= {"named", "crashed"}
+    assert len(document["mutants"]) == document["counts"]["named"] + document["counts"][
+        "crashed"]
 
     # A reference that still breaks once stripped: the exception and the line, not a score.
     reference.write_text(reference.read_text().replace(

@@ -7,12 +7,14 @@ import ast
 import warnings
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grader.loader import load_assignment
-from grader.mutants import reference_submission, refusal, spread
-from grader.mutation import mutants, specialise
+from grader.mutants import MutantResult, MutationReport, reference_submission, refusal, spread
+from grader.mutation import Mutant, mutants, specialise
+from service.cli import main
 
 _LEAVES = st.sampled_from(["q", "k", "scale", "1", "-1", "2.0", "0.5", "float('-inf')"])
 
@@ -183,3 +185,39 @@ def test_a_refusal_shows_the_exception_and_the_stripped_line() -> None:
              "tests": [{"number": "1.1", "score": 0.0, "max_score": 1.0,
                         "output": "max |difference| 0.5 at [0, 1]"}]}
     assert "check 1.1: max |difference| 0.5" in refusal(quiet, baseline, "week_one.py")
+
+
+def _result(number: int, operator: str, score: float, codes: tuple[str, ...]) -> MutantResult:
+    mutant = Mutant(id=f"m{number:03d}-{operator}", operator=operator, line=number,
+                    before=f"before{number}", after=f"after{number}", source="")
+    return MutantResult(mutant=mutant, score=score, max_score=2.0, codes=codes,
+                        failed_checks=() if score == 2.0 else ("1.1 scores",))
+
+
+def test_a_report_lists_only_the_verdicts_asked_for_and_keeps_its_counts() -> None:
+    results = (_result(1, "constant", 2.0, ()), _result(2, "sign", 1.0, ("wrong-output",)),
+               _result(3, "swap-args", 0.0, ("missing-scale",)),
+               _result(4, "swap-args", 0.0, ("runtime-error",)))
+    report = MutationReport("week-one", 0, "local", 9, results, 1.0)
+    default = report.render()
+    assert "before1" in default and "before2" in default
+    assert "before3" not in default and "before4" not in default
+    named = report.render(frozenset({"named"}))
+    assert "Diagnosed with a specific code:" in named and "before3" in named
+    assert "0/2, missing-scale" in named
+    assert "before1" not in named and "before2" not in named and "before4" not in named
+    assert "full marks (the checks miss them)         1" in named  # the counts stay whole
+    document = report.to_json(frozenset({"crashed", "full-marks"}))
+    assert [m["id"] for m in document["mutants"]] == ["m001-constant", "m004-swap-args"]
+    assert document["counts"] == {"full-marks": 1, "wrong-output": 1, "named": 1, "crashed": 1}
+    assert len(report.to_json()["mutants"]) == 4
+
+
+def test_mutants_refuses_unknown_operators_and_verdicts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for option, value in (("--operators", "constant,flip"), ("--only", "noise")):
+        with pytest.raises(SystemExit) as exited:
+            main(["assignments", "mutants", "attention", option, value])
+        assert exited.value.code == 2
+        error = capsys.readouterr().err
+        assert "unknown: " in error and "of: " in error
