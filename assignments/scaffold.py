@@ -69,7 +69,8 @@ entry = "<<module>>.py"             # the one file students submit
 required_names = ["scores"]         # names the file must define
 forbidden_apis = []                 # e.g. "torch.nn.functional.scaled_dot_product_attention"
 
-[limits]                            # SPEC §4 defaults; e.g. call_seconds = 10
+[limits]                            # sandbox limits (defaults: docs/authors/authoring.md,
+                                    # section 3); e.g. call_seconds = 10
 
 [[checks]]
 number = "1.1"

@@ -42,7 +42,7 @@ def register(commands: Commands) -> None:
     grade.add_argument("--fork-server", action="store_true",
                        help="a folder, docker sandbox: grade in the fork-server mode, several "
                             "times faster; each submission runs in a child of a long-lived "
-                            "container (README: Fork-server mode, what it shares)")
+                            "container (docs/operators/fork-server.md: what it shares)")
     add_no_plots(grade)
     grade.set_defaults(handler=_grade)
 
