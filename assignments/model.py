@@ -16,12 +16,13 @@ from assignments.spec import AssignmentSpec, CheckSpec, Visibility
 
 @dataclass(frozen=True)
 class KnownMistake:
-    """A mistake the reference can reproduce, tagged with its SPEC feedback code."""
+    """A mistake the reference can reproduce, tagged with its feedback code."""
 
     id: str
     """The variant's own name (several variants may share a code, e.g. two wrong scales)."""
     code: str
-    """The SPEC §2 feedback code a student with this mistake receives."""
+    """The feedback code a student with this mistake receives (docs/authors/contract.md,
+    "Feedback codes")."""
     description: str
     """What the variant does, for the instructor's coverage table."""
     searched: bool = True

@@ -1,9 +1,10 @@
 """``autograde assignments new SLUG``: a small working assignment package to start from.
 
 The package is a trivial function assignment, ``scores(q, k)`` = q kᵀ / sqrt(D), with every
-part an author edits: spec, statement, starter, public tests, the reference with two known
-mistakes, and the probe plan. It passes ``autograde assignments check SLUG`` as written, so an
-author changes one part at a time and re-checks. Torch-free: templates are text.
+part an author edits: spec, statement, starter (and its notebook, made from it as the shipped
+labs' are), public tests, the reference with two known mistakes, and the probe plan. It passes
+``autograde assignments check SLUG`` as written, so an author changes one part at a time and
+re-checks. Torch-free: templates are text.
 """
 
 from __future__ import annotations
@@ -11,7 +12,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from assignments.spec import ASSIGNMENTS_DIR_VARIABLE, AssignmentError, assignment_roots
+from assignments.spec import (
+    ASSIGNMENTS_DIR_VARIABLE,
+    AssignmentError,
+    assignment_roots,
+    load_spec,
+)
+from assignments.starter_notebook import write_starter_notebook
 
 SLUG_PATTERN = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$")
 
@@ -44,6 +51,7 @@ def scaffold(slug: str, target: Path, *, title: str | None = None) -> Path:
         path = package / _fill(relative, values)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(_fill(template, values), encoding="utf-8")
+    write_starter_notebook(load_spec(slug, root=target))
     return package
 
 
@@ -61,7 +69,8 @@ entry = "<<module>>.py"             # the one file students submit
 required_names = ["scores"]         # names the file must define
 forbidden_apis = []                 # e.g. "torch.nn.functional.scaled_dot_product_attention"
 
-[limits]                            # SPEC §4 defaults; e.g. call_seconds = 10
+[limits]                            # sandbox limits (defaults: docs/authors/authoring.md,
+                                    # section 3); e.g. call_seconds = 10
 
 [[checks]]
 number = "1.1"

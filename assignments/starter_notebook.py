@@ -1,13 +1,16 @@
 """The starter notebook of an assignment, generated from its starter code (torch-free).
 
-``python -m assignments.starter_notebook`` writes ``starter/<entry stem>.ipynb`` beside the
-starter file of every shipped assignment; a test keeps the committed notebooks equal to what
+``python -m assignments.starter_notebook [SLUG ...]`` writes ``starter/<entry stem>.ipynb``
+beside the starter file of every shipped assignment, or of the packages named (``autograde
+assignments new`` writes a new package's); a test keeps the committed notebooks equal to what
 this writes. The notebook is served with the starter code.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 from assignments.spec import ASSIGNMENTS_ROOT, AssignmentSpec, list_assignments, load_spec
@@ -57,13 +60,19 @@ def _code(text: str) -> dict[str, Any]:
             "source": text.splitlines(keepends=True)}
 
 
-def main() -> None:
-    for slug in list_assignments(ASSIGNMENTS_ROOT):
-        spec = load_spec(slug)
-        target = spec.root / "starter" / (spec.entry.removesuffix(".py") + ".ipynb")
-        target.write_text(starter_notebook(spec), encoding="utf-8")
-        print(target)
+def write_starter_notebook(spec: AssignmentSpec) -> Path:
+    """Write ``starter/<entry stem>.ipynb`` beside the starter file; the path written."""
+    target = spec.root / "starter" / (spec.entry.removesuffix(".py") + ".ipynb")
+    target.write_text(starter_notebook(spec), encoding="utf-8")
+    return target
+
+
+def main(slugs: list[str]) -> None:
+    """Rewrite the notebooks of ``slugs`` (found as the service finds them), or of every
+    shipped assignment."""
+    for slug in slugs or list_assignments(ASSIGNMENTS_ROOT):
+        print(write_starter_notebook(load_spec(slug)))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

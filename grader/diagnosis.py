@@ -246,7 +246,7 @@ def _readable(call: ProbeCall, position: str) -> str:
     return names.get(position, position.removeprefix("kw.").removeprefix("param."))
 
 
-# Checks whose failure is by definition a mistake: SPEC's "causal-leak" *is* "with causal=True,
+# Checks whose failure is by definition a mistake: the code "causal-leak" *is* "with causal=True,
 # an output depends on later positions", which the perturbation check observes by comparing
 # the student only with themselves. It names the mistake even when no known variant
 # reproduces the student's numbers.

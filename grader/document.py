@@ -1,4 +1,4 @@
-"""The results document (SPEC §3): a superset of Gradescope's results.json. Pure.
+"""The results document (docs/authors/contract.md): a superset of Gradescope's results.json. Pure.
 
 Beside Gradescope's keys it has ``diagnoses``, ``autograde`` (facts of the run) and
 ``training``: per training call of a ``learns`` check, the loss curve of the student's model

@@ -10,11 +10,13 @@ pipeline in a sandbox (the local backend unless told otherwise). The author read
 - ``named``: diagnosed with a specific code already.
 
 Mutants that raise on some call (``runtime-error``, ``interface-error``, limits) are counted
-apart: students are shown the exception and where it happened.
+apart: students are shown the exception and where it happened. A report that is mostly noise
+is narrowed by operator (only those mutants are graded) or by verdict (only those are listed).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -23,8 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from assignments import Assignment
-from grader.loader import _load_hidden
 from grader.mutation import Mutant, mutants, specialise
+
+VERDICTS = ("full-marks", "wrong-output", "named", "crashed")
+"""A mutant's verdicts, in the order the report lists them."""
+LISTED = frozenset({"full-marks", "wrong-output"})
+"""The verdicts a report lists mutant by mutant unless told otherwise: the to-do list."""
 
 _CRASH_CODES = frozenset({"runtime-error", "interface-error", "syntax-error", "time-limit",
                           "memory-limit", "output-limit", "forbidden-api"})
@@ -74,10 +80,10 @@ class MutationReport:
 
     def counts(self) -> dict[str, int]:
         found = Counter(result.verdict for result in self.results)
-        return {verdict: found.get(verdict, 0)
-                for verdict in ("full-marks", "wrong-output", "named", "crashed")}
+        return {verdict: found.get(verdict, 0) for verdict in VERDICTS}
 
-    def render(self) -> str:
+    def render(self, listed: frozenset[str] = LISTED) -> str:
+        """The counts, then the mutants of the ``listed`` verdicts one by one."""
         counts = self.counts()
         lines = [f"Mutation search for {self.slug} (seed {self.seed}, {self.backend} sandbox): "
                  f"{len(self.results)} of {self.total} mutants graded in {self.seconds:.0f} s",
@@ -86,16 +92,11 @@ class MutationReport:
                  f"  wrong-output only (uncatalogued)       {counts['wrong-output']:>4}",
                  f"  diagnosed with a specific code         {counts['named']:>4}",
                  f"  raise or break the interface           {counts['crashed']:>4}"]
-        sections = (
-            ("full-marks", "Full marks: add a probe or a check that sees these (or confirm the "
-             "mutant is equivalent):"),
-            ("wrong-output", "Only wrong-output: candidates for known-mistake variants:"),
-        )
-        for verdict, title in sections:
+        for verdict in VERDICTS:
             rows = self.of(verdict)
-            if not rows:
+            if verdict not in listed or not rows:
                 continue
-            lines += ["", title]
+            lines += ["", _TITLES[verdict]]
             for row in rows:
                 lines.append(f"  {row.mutant.id:<22} line {row.mutant.line:<4} "
                              f"{row.mutant.before}  ->  {row.mutant.after}")
@@ -103,6 +104,9 @@ class MutationReport:
                     numbers = ", ".join(check.split()[0] for check in row.failed_checks)
                     lines.append(f"  {'':<22} {row.score:g}/{row.max_score:g}, checks "
                                  f"{numbers} lost points")
+                elif verdict != "full-marks":
+                    lines.append(f"  {'':<22} {row.score:g}/{row.max_score:g}, "
+                                 f"{', '.join(row.codes)}")
         named = Counter(code for row in self.of("named") for code in row.codes
                         if code != "wrong-output")
         if named:
@@ -110,14 +114,27 @@ class MutationReport:
                       + ", ".join(f"{code} {count}" for code, count in named.most_common())]
         return "\n".join(lines)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, listed: frozenset[str] = frozenset(VERDICTS)) -> dict[str, Any]:
+        """The whole report; ``mutants`` holds those of the ``listed`` verdicts."""
         return {"assignment": self.slug, "seed": self.seed, "backend": self.backend,
                 "total": self.total, "graded": len(self.results), "seconds": round(self.seconds, 1),
-                "counts": self.counts(), "mutants": [result.to_json() for result in self.results]}
+                "counts": self.counts(), "mutants": [result.to_json() for result in self.results
+                                                     if result.verdict in listed]}
+
+
+_TITLES = {
+    "full-marks": "Full marks: add a probe or a check that sees these (or confirm the mutant is "
+                  "equivalent):",
+    "wrong-output": "Only wrong-output: candidates for known-mistake variants:",
+    "named": "Diagnosed with a specific code:",
+    "crashed": "Raise or break the interface:",
+}
 
 
 def reference_submission(assignment: Assignment) -> str:
     """The reference without its mistake switches: the file the mutants are made from."""
+    from grader.loader import _load_hidden  # torch: the CLI reads VERDICTS without it
+
     module = _load_hidden(assignment.root, "reference")
     source = (assignment.root / "hidden" / "reference.py").read_text(encoding="utf-8")
     return specialise(source, assignment.required_names, vars(module))
@@ -139,8 +156,10 @@ def spread(found: list[Mutant], limit: int | None) -> list[Mutant]:
 
 
 def mutation_report(assignment: Assignment, *, seed: int = 0, limit: int | None = None,
-                    jobs: int = 1, backend: str = "local") -> MutationReport:
-    """Grade the reference's mutants; AssignmentError-free: a reference that cannot be
+                    jobs: int = 1, backend: str = "local",
+                    operators: frozenset[str] | None = None) -> MutationReport:
+    """Grade the reference's mutants (those of ``operators`` only, when given; ``total``
+    counts those); AssignmentError-free: a reference that cannot be
     specialised raises ``grader.mutation.SpecialiseError``, a specialised reference short of
     full marks raises RuntimeError (the mutants would mean nothing)."""
     from grader.pipeline import GradingPipeline
@@ -148,7 +167,8 @@ def mutation_report(assignment: Assignment, *, seed: int = 0, limit: int | None 
 
     started = time.perf_counter()
     baseline = reference_submission(assignment)
-    found = mutants(baseline)
+    found = [mutant for mutant in mutants(baseline)
+             if operators is None or mutant.operator in operators]
     chosen = spread(found, limit)
     local = threading.local()
     backends: list[Any] = []
@@ -169,9 +189,7 @@ def mutation_report(assignment: Assignment, *, seed: int = 0, limit: int | None 
     try:
         document = grade(baseline)
         if document["score"] < document["max_score"]:
-            raise RuntimeError(
-                f"the reference, stripped of its mistake switches, scores {document['score']}/"
-                f"{document['max_score']} ({_codes(document)}): fix the reference first")
+            raise RuntimeError(refusal(document, baseline, assignment.entry))
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             documents = list(pool.map(lambda mutant: grade(mutant.source), chosen))
     finally:
@@ -181,6 +199,27 @@ def mutation_report(assignment: Assignment, *, seed: int = 0, limit: int | None 
                                                                           strict=True))
     return MutationReport(assignment.slug, seed, backend, len(found), results,
                           time.perf_counter() - started)
+
+
+def refusal(document: dict[str, Any], baseline: str, entry: str) -> str:
+    """Why the mutants would mean nothing: the stripped reference's score, what the grader
+    told it (the exception, where) and the stripped lines it points at, numbered as graded."""
+    lines = [f"the reference, stripped of its mistake switches, scores {document['score']}/"
+             f"{document['max_score']} ({_codes(document)}): fix the reference first"]
+    told = [f"{d['code']}: {d['message']}" for d in document.get("diagnoses", [])
+            if d.get("message")]
+    if not told:  # no diagnosis: the checks' own words
+        told = [f"check {test['number']}: {test['output']}" for test in document["tests"]
+                if test["score"] < test["max_score"] and test.get("output")]
+    lines += [f"  {text}" for text in told[:3]]
+    source = baseline.splitlines()
+    pointed = dict.fromkeys(int(number) for text in told for number in re.findall(
+        rf"{re.escape(entry)}, line (\d+)", text))
+    for number in pointed:
+        if 1 <= number <= len(source):
+            lines.append(f"  the stripped reference, line {number}: "
+                         f"{source[number - 1].strip()}")
+    return "\n".join(lines)
 
 
 def _codes(document: dict[str, Any]) -> str:

@@ -5,6 +5,8 @@ Two steps, both on the syntax tree of ``hidden/reference.py``:
 1. ``specialise``: the reference with no known mistake, as a submission would be written. The
    mistake switches (``mistakes``, ``self.mistakes`` and local aliases of them) are replaced by
    an empty set and every test on them is folded away, so that only the correct code is left;
+   every definition loses its ``mistakes`` parameter and every call loses the argument that
+   filled it (a helper shared by several entry points is specialised like them);
    the ``namespace`` and ``MISTAKES`` bookkeeping and the ``assignments`` imports go, as does
    every module-level definition the required names do not reach.
 2. ``mutants``: every single-point change of that code by the operators below, each with the
@@ -32,6 +34,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader.parsing import parse_python
+
+OPERATORS = ("constant", "sign", "operator", "drop-method", "drop-call", "drop-operand",
+             "swap-operands", "swap-args", "move-transpose", "drop-statement")
+"""The mutation operators, by the name each mutant's id ends with."""
 
 _MISTAKE_PARAMETER = "mistakes"
 _SKIPPED_FIELDS = frozenset({"annotation", "returns", "type_comment", "decorator_list"})
@@ -62,9 +68,11 @@ def specialise(source: str, required_names: tuple[str, ...],
     e.g. ``FINITE_FILL``), used to fold those tests.
     """
     tree = parse_python(source)
-    tree = ast.fix_missing_locations(_EmptyMistakes().visit(tree))
+    stripper = _EmptyMistakes(_takers(tree), _imported_modules(tree))
+    tree = ast.fix_missing_locations(stripper.visit(tree))
     tree = _Fold(constants).visit(tree)
     tree = _keep_reachable(tree, required_names)
+    _fill_empty_bodies(tree)
     ast.fix_missing_locations(tree)
     result = ast.unparse(tree)
     missing = [name for name in required_names if name not in _defined(parse_python(result))]
@@ -125,12 +133,79 @@ def _empty() -> ast.expr:
     return ast.Call(func=ast.Name("frozenset", ast.Load()), args=[], keywords=[])
 
 
-class _EmptyMistakes(ast.NodeTransformer):
-    """``mistakes``/``self.mistakes``/aliases become ``frozenset()``; the parameter and the
-    assignments of the switch go."""
+@dataclass(frozen=True)
+class _Takers:
+    """Where the definitions that take a ``mistakes`` parameter expect it, by how they are
+    called: ``f(...)`` for functions and classes (``__init__``), ``x.f(...)`` for methods.
+    A position is the index among the call's positional arguments, None when keyword-only."""
+    by_name: dict[str, int | None]
+    by_attribute: dict[str, int | None]
 
-    def __init__(self) -> None:
+
+def _mistake_position(node: ast.FunctionDef | ast.AsyncFunctionDef, *, bound: bool) -> tuple[
+        bool, int | None]:
+    positional = [*node.args.posonlyargs, *node.args.args]
+    names = [arg.arg for arg in positional]
+    if _MISTAKE_PARAMETER in names:
+        return True, names.index(_MISTAKE_PARAMETER) - (1 if bound else 0)
+    return any(arg.arg == _MISTAKE_PARAMETER for arg in node.args.kwonlyargs), None
+
+
+def _takers(tree: ast.Module) -> _Takers:
+    by_name: dict[str, int | None] = {}
+    by_attribute: dict[str, int | None] = {}
+    methods: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for statement in node.body:
+            if not isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            methods.add(id(statement))
+            static = any(isinstance(d, ast.Name) and d.id == "staticmethod"
+                         for d in statement.decorator_list)
+            takes, position = _mistake_position(statement, bound=not static)
+            if takes:
+                by_attribute[statement.name] = position
+                if statement.name == "__init__":
+                    by_name[node.name] = position
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and id(node) not in methods:
+            takes, position = _mistake_position(node, bound=False)
+            if takes:
+                by_name[node.name] = position
+    return _Takers(by_name, by_attribute)
+
+
+class _EmptyMistakes(ast.NodeTransformer):
+    """``mistakes``/``self.mistakes``/aliases become ``frozenset()``; the parameter, the
+    assignments of the switch and the arguments that pass it go.
+
+    A helper shared by several entry points takes the switches as an argument; since every
+    definition loses its ``mistakes`` parameter, every call loses the argument that fills it
+    (the keyword ``mistakes=``, or the positional argument at the parameter's place), so the
+    helper is specialised to no mistake like its callers."""
+
+    def __init__(self, takers: _Takers, modules: set[str]) -> None:
         self.aliases: set[str] = set()
+        self.takers = takers
+        self.modules = modules  # ``torch.softmax(...)`` is never a method of the reference
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node.keywords = [keyword for keyword in node.keywords
+                         if keyword.arg != _MISTAKE_PARAMETER]
+        function = node.func
+        position: int | None = None
+        if isinstance(function, ast.Name):
+            position = self.takers.by_name.get(function.id)
+        elif isinstance(function, ast.Attribute) and not (
+                isinstance(function.value, ast.Name) and function.value.id in self.modules):
+            position = self.takers.by_attribute.get(function.attr)
+        if position is not None and 0 <= position < len(node.args) and not any(
+                isinstance(arg, ast.Starred) for arg in node.args[:position + 1]):
+            del node.args[position]
+        self.generic_visit(node)
+        return node
 
     def visit_arguments(self, node: ast.arguments) -> ast.arguments:
         for names, defaults in ((node.kwonlyargs, node.kw_defaults), (node.args, None)):
@@ -243,6 +318,15 @@ class _Fold(ast.NodeTransformer):
         if isinstance(node.test, ast.Constant) and isinstance(node.test.value, bool):
             return node.body if node.test.value else (node.orelse or None)
         return node
+
+
+def _fill_empty_bodies(tree: ast.Module) -> None:
+    """``pass`` where every statement went (an ``__init__`` that only stored the switches)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.For
+                      | ast.While | ast.With | ast.If | ast.Try | ast.ExceptHandler) \
+                and not node.body:
+            node.body = [ast.Pass()]
 
 
 def _defined(tree: ast.Module) -> dict[str, ast.stmt]:

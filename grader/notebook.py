@@ -1,7 +1,7 @@
 """Notebook submissions: a ``.ipynb`` read as text and its code cells assembled into the entry
 module, with the map from the module's lines back to the cells. Pure; nothing here executes.
 
-The rule a notebook is assembled by (the README states it for students):
+The rule a notebook is assembled by (docs/students/submitting.md states it for students):
 
 - cells are numbered as the notebook shows them, from 1, markdown cells included; code cells
   are taken in order;

@@ -9,9 +9,12 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from grader.mutants import VERDICTS
+from grader.mutation import OPERATORS
 from service.cli.common import add_parser
 
 
@@ -35,9 +38,28 @@ def add_authoring_commands(sub: Any) -> None:
                          help="the sandbox each mutant runs in")
     mutants.add_argument("--seed", type=int, default=0, metavar="N",
                          help="the grading seed")
+    mutants.add_argument("--operators", type=_names(OPERATORS), metavar="NAME,...",
+                         help="grade only the mutants of these operators, to leave out those "
+                         f"that are noise for your lab (of: {', '.join(OPERATORS)})")
+    mutants.add_argument("--only", type=_names(VERDICTS), metavar="VERDICT,...",
+                         help="list only the mutants of these verdicts, in the text and the "
+                         f"JSON; the counts stay whole (of: {', '.join(VERDICTS)}; "
+                         "default: full-marks,wrong-output in the text, all in the JSON)")
     mutants.add_argument("--json", type=Path, metavar="FILE",
                          help="also write the full report as JSON ('-': print only JSON)")
     mutants.set_defaults(handler=_mutants)
+
+
+def _names(allowed: tuple[str, ...]) -> Callable[[str], frozenset[str]]:
+    """An argument type: comma-separated names, each one of ``allowed``."""
+    def parse(text: str) -> frozenset[str]:
+        names = frozenset(name.strip() for name in text.split(",") if name.strip())
+        unknown = sorted(names - set(allowed))
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(
+                f"unknown: {', '.join(unknown) or '(none given)'}; of: {', '.join(allowed)}")
+        return names
+    return parse
 
 
 def _new(args: argparse.Namespace) -> int:
@@ -63,21 +85,21 @@ def _mutants(args: argparse.Namespace) -> int:
     jobs = args.jobs or os.cpu_count() or 1
     try:
         report = mutation_report(assignment, seed=args.seed, limit=args.limit or None,
-                                 jobs=jobs, backend=args.backend)
+                                 jobs=jobs, backend=args.backend, operators=args.operators)
     except SandboxUnavailable as exc:
         print(f"autograde: the {args.backend} sandbox cannot run here: {exc}", file=sys.stderr)
         return 3
     except (SpecialiseError, RuntimeError) as exc:
         print(f"autograde: {exc}", file=sys.stderr)
         return 2
-    document = report.to_json()
+    document = report.to_json() if args.only is None else report.to_json(args.only)
     if args.json is not None and str(args.json) == "-":
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
     if args.json is not None:
         args.json.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    print(report.render())
+    print(report.render() if args.only is None else report.render(args.only))
     if args.json is not None:
         print(f"\nfull report: {args.json}")
     return 0

@@ -31,6 +31,8 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
             return text
         if not action.option_strings and action.nargs not in ("?", "*"):
             return text
+        if action.option_strings and action.nargs == 0:
+            return text  # a flag's default is the behaviour without it, which its help says
         return f"{text} (default: %(default)s)"
 
 
@@ -71,3 +73,10 @@ def fail(message: str) -> int:
     """Say why a command did nothing, on standard error, as one safe line."""
     print(terminal_safe(f"autograde: {message}"), file=sys.stderr)
     return USAGE_ERRORS
+
+
+def add_no_plots(parser: argparse.ArgumentParser) -> None:
+    """The ``--no-plots`` flag of the commands that print a report."""
+    parser.add_argument("--no-plots", dest="plots", action="store_false",
+                        help="leave out the text pictures a diagnosis cites (an attention "
+                        "map); by default the report shows them")

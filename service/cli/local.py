@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from service.cli.authoring import add_authoring_commands
-from service.cli.common import Commands, add_parser, fail
+from service.cli.common import Commands, add_no_plots, add_parser, fail
 from service.cli.terminal import terminal_safe
 
 SANDBOX_FAILED = 3
@@ -42,9 +42,8 @@ def register(commands: Commands) -> None:
     grade.add_argument("--fork-server", action="store_true",
                        help="a folder, docker sandbox: grade in the fork-server mode, several "
                             "times faster; each submission runs in a child of a long-lived "
-                            "container (README: Fork-server mode, what it shares)")
-    grade.add_argument("--no-plots", dest="plots", action="store_false",
-                       help="leave the attention maps out of the report")
+                            "container (docs/operators/fork-server.md: what it shares)")
+    add_no_plots(grade)
     grade.set_defaults(handler=_grade)
 
     actions = commands.assignment_actions

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from service.cli.common import Commands, fail
+from service.cli.common import Commands, add_no_plots, fail
 from service.cli.terminal import terminal_safe
 
 URL_HELP = ("the service's URL (default: AUTOGRADE_URL, else the one logged in to, else "
@@ -65,8 +65,7 @@ def register(commands: Commands) -> None:
     submit.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
                         help="how long to wait for the result")
     submit.add_argument("--url", help=URL_HELP)
-    submit.add_argument("--no-plots", dest="plots", action="store_false",
-                       help="leave the attention maps out of the report")
+    add_no_plots(submit)
     submit.set_defaults(handler=_submit)
 
     status = commands.add("student", "status", "show a submission's status and report")
@@ -74,8 +73,7 @@ def register(commands: Commands) -> None:
     status.add_argument("--json", action="store_true", help="print only JSON")
     status.add_argument("--wait", action="store_true", help="wait until it is graded")
     status.add_argument("--url", help=URL_HELP)
-    status.add_argument("--no-plots", dest="plots", action="store_false",
-                       help="leave the attention maps out of the report")
+    add_no_plots(status)
     status.set_defaults(handler=_status)
 
     mine = commands.add("student", "submissions", "your submissions, newest first, a page at a "

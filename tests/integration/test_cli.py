@@ -43,6 +43,11 @@ def test_defaults_are_shown_and_commands_are_grouped_by_audience() -> None:
     submit = parsers["autograde submit"].format_help()
     assert "(default: 600.0)" in submit
     assert "(default: None)" not in submit and "(default: False)" not in submit
+    for name in ("autograde submit", "autograde status", "autograde grade"):
+        # a flag's default is its opposite: "--no-plots ... (default: True)" read as a lie
+        text = " ".join(parsers[name].format_help().split())
+        assert "(default: True)" not in text, name
+        assert "--no-plots leave out the text pictures" in text, name
     overview = parsers["autograde"].format_help()
     student, local, admin = (overview.index(title) for title in (
         "On a grading service", "On this machine", "Running and administering"))

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import ast
 import warnings
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grader.loader import load_assignment
-from grader.mutants import reference_submission, spread
-from grader.mutation import mutants, specialise
+from grader.mutants import MutantResult, MutationReport, reference_submission, refusal, spread
+from grader.mutation import Mutant, mutants, specialise
+from service.cli import main
 
 _LEAVES = st.sampled_from(["q", "k", "scale", "1", "-1", "2.0", "0.5", "float('-inf')"])
 
@@ -127,3 +130,94 @@ def test_shipped_references_specialise_to_their_required_names() -> None:
                                                                 ast.ClassDef)}
         assert set(assignment.required_names) <= names
         assert len(mutants(source)) > 30
+
+
+def test_a_helper_shared_by_entry_points_is_specialised_at_every_call() -> None:
+    source = '''
+import math
+
+def _scale(d, mistakes):
+    if "missing-scale" in mistakes:
+        return 1.0
+    return 1.0 / math.sqrt(d)
+
+def _shift(x, *, mistakes=frozenset()):
+    return x if "no-shift" in mistakes else x + 1
+
+def scores(d, *, mistakes=frozenset()):
+    return _shift(_scale(d, mistakes), mistakes=mistakes)
+
+class Scores:
+    def __init__(self, mistakes=frozenset()):
+        self.mistakes = mistakes
+
+    def pow(self, x, mistakes):
+        return x * x if "square" in mistakes else x
+
+    def forward(self, d):
+        m = self.mistakes
+        return self.pow(_scale(d=d, mistakes=m), m) + math.pow(d, 0)
+
+def build(d, *, mistakes=frozenset()):
+    return Scores(mistakes).forward(d) + scores(d, mistakes=mistakes)
+'''
+    result = specialise(source, ("scores", "Scores", "build"), {})
+    assert "mistakes" not in result
+    assert "math.pow(d, 0)" in result  # a module's function is not the reference's method
+    namespace: dict[str, Any] = {}
+    exec(compile(result, "specialised", "exec"), namespace)  # our own test source
+    assert namespace["scores"](4) == 1.5
+    assert namespace["Scores"]().forward(4) == 1.5
+    assert namespace["build"](4) == 3.0
+
+
+def test_a_refusal_shows_the_exception_and_the_stripped_line() -> None:
+    baseline = "import torch\n\ndef scores(q, k):\n    return _scale(q)\n"
+    message = ("On q (2, 5, 8), your code raised TypeError: _scale() takes 1 positional "
+               "argument but 2 were given (in week_one.py, line 4, in scores: `...`).")
+    document = {"score": 0.0, "max_score": 5.0, "tests": [],
+                "diagnoses": [{"code": "runtime-error", "message": message}]}
+    text = refusal(document, baseline, "week_one.py")
+    assert "scores 0.0/5.0 (runtime-error)" in text
+    assert "TypeError: _scale() takes 1 positional argument but 2 were given" in text
+    assert "the stripped reference, line 4: return _scale(q)" in text
+    quiet = {"score": 1.0, "max_score": 2.0, "diagnoses": [],
+             "tests": [{"number": "1.1", "score": 0.0, "max_score": 1.0,
+                        "output": "max |difference| 0.5 at [0, 1]"}]}
+    assert "check 1.1: max |difference| 0.5" in refusal(quiet, baseline, "week_one.py")
+
+
+def _result(number: int, operator: str, score: float, codes: tuple[str, ...]) -> MutantResult:
+    mutant = Mutant(id=f"m{number:03d}-{operator}", operator=operator, line=number,
+                    before=f"before{number}", after=f"after{number}", source="")
+    return MutantResult(mutant=mutant, score=score, max_score=2.0, codes=codes,
+                        failed_checks=() if score == 2.0 else ("1.1 scores",))
+
+
+def test_a_report_lists_only_the_verdicts_asked_for_and_keeps_its_counts() -> None:
+    results = (_result(1, "constant", 2.0, ()), _result(2, "sign", 1.0, ("wrong-output",)),
+               _result(3, "swap-args", 0.0, ("missing-scale",)),
+               _result(4, "swap-args", 0.0, ("runtime-error",)))
+    report = MutationReport("week-one", 0, "local", 9, results, 1.0)
+    default = report.render()
+    assert "before1" in default and "before2" in default
+    assert "before3" not in default and "before4" not in default
+    named = report.render(frozenset({"named"}))
+    assert "Diagnosed with a specific code:" in named and "before3" in named
+    assert "0/2, missing-scale" in named
+    assert "before1" not in named and "before2" not in named and "before4" not in named
+    assert "full marks (the checks miss them)         1" in named  # the counts stay whole
+    document = report.to_json(frozenset({"crashed", "full-marks"}))
+    assert [m["id"] for m in document["mutants"]] == ["m001-constant", "m004-swap-args"]
+    assert document["counts"] == {"full-marks": 1, "wrong-output": 1, "named": 1, "crashed": 1}
+    assert len(report.to_json()["mutants"]) == 4
+
+
+def test_mutants_refuses_unknown_operators_and_verdicts(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for option, value in (("--operators", "constant,flip"), ("--only", "noise")):
+        with pytest.raises(SystemExit) as exited:
+            main(["assignments", "mutants", "attention", option, value])
+        assert exited.value.code == 2
+        error = capsys.readouterr().err
+        assert "unknown: " in error and "of: " in error

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from assignments.spec import AssignmentError, list_assignments
+from assignments.spec import AssignmentError, list_assignments, load_spec
+from assignments.starter_notebook import starter_notebook
 from grader.authoring import coverage_report
 from grader.loader import load_assignment
 from service.cli import main
@@ -83,3 +84,17 @@ def test_an_unknown_feedback_code_is_named(course: Path) -> None:
                                                        '"scale-by-d", "scores divided'))
     with pytest.raises(AssignmentError, match="'scale-by-d', which is not a feedback code"):
         load_assignment("week-one")
+
+
+def test_new_writes_the_starter_notebook_the_shipped_labs_have(course: Path) -> None:
+    import nbformat
+
+    assert main(["assignments", "new", "week-one"]) == 0
+    path = course / "week-one" / "starter" / "week_one.ipynb"
+    assert path.read_text() == starter_notebook(load_spec("week-one"))
+    notebook = nbformat.reads(path.read_text(), as_version=4)  # type: ignore[no-untyped-call]
+    nbformat.validate(notebook)
+    sources = [cell.source for cell in notebook.cells]
+    starter = (course / "week-one" / "starter" / "week_one.py").read_text()
+    assert starter.rstrip("\n") in sources
+    assert any('autograde.check("week-one")' in source for source in sources)
