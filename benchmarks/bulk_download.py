@@ -13,7 +13,8 @@ zip and the every-submission zip through the app, reading the stream chunk by ch
 dropping it, and reports its peak RSS above the resting RSS. As a control the same child then
 joins the every-submission stream into one bytes object (what a whole-archive buffer costs):
 that figure must grow with the class, the streamed ones must not.
-Each database is dropped afterwards. Not a timed test: a benchmark whose figures go in the README.
+Each database is dropped afterwards. Not a timed test: a benchmark whose figures go on
+docs/results/bulk-download.md.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from devkit.courses import PASSWORD
 from devkit.paths import REPO
 from devkit.stack import Stack
 
-# The README shows the screenshots in docs/screenshots: a test run refreshes them there only
+# The documentation shows the screenshots in docs/screenshots: a test run refreshes them there only
 # when asked (AUTOGRADE_UPDATE_SCREENSHOTS=1, as AUTOGRADE_UPDATE_GOLDEN for the goldens), and
 # otherwise leaves the work tree as it was.
 SCREENSHOTS = (REPO / "docs" / "screenshots" if os.environ.get("AUTOGRADE_UPDATE_SCREENSHOTS")

@@ -1,7 +1,7 @@
 """The fork server: inside one long-lived sandbox container, it runs each job in an isolated child.
 
 Part of the fork-server mode of the Docker backend (``sandbox.fork_server`` is the host side;
-see the README's "Fork-server mode"). The server imports torch once and warms it up, then
+see docs/operators/fork-server.md). The server imports torch once and warms it up, then
 serves jobs one at a time, numbered 0, 1, 2, ... from the container's start:
 
 1. It waits until the host has moved the directory ``JOBS_DIR/N`` in (plan, inputs and

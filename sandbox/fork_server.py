@@ -1,6 +1,6 @@
 """Fork-server mode of the Docker backend, host side: long-lived containers that fork per job.
 
-Off by default (``AUTOGRADE_DOCKER_MODE=fork-server`` turns it on; README "Fork-server mode").
+Off by default (``AUTOGRADE_DOCKER_MODE=fork-server`` turns it on; docs/operators/fork-server.md).
 Each fork-server container runs ``sandbox/fork_runner.py``, which keeps torch imported and runs
 every job in a child isolated by namespaces, a uid of its own, rlimits and a seccomp filter.
 The container itself is hardened as a per-run one is, except that its root user keeps the
