@@ -1,17 +1,18 @@
 """Proving an assignment sound for its author: the mistake-coverage table.
 
 The reference must get full marks; every known mistake, and every pair of mistakes that can
-co-occur, must lose points and be diagnosed with exactly its own codes. Variants run in this
-process (they are our own code), through the same judging as a sandboxed submission.
+co-occur (whatever their codes), must lose points and be diagnosed with exactly its own codes.
+Pairs that cannot co-occur are counted, never silently left out. Variants run in this process
+(they are our own code), through the same judging as a sandboxed submission.
 """
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 from assignments import Assignment, KnownMistake, ProbePlan
 from grader.in_process import run_in_process
+from grader.mistake_search import co_occurring_pairs
 from grader.pipeline import judge_outcomes, use_one_thread
 
 
@@ -37,9 +38,13 @@ class CoverageReport:
     slug: str
     seed: int
     rows: tuple[CoverageRow, ...]
+    """The reference, each mistake, and every pair that can co-occur."""
+    excluded: tuple[tuple[str, str], ...] = ()
+    """The pairs not examined: one member declares the other in ``excludes``."""
 
     @property
     def sound(self) -> bool:
+        """Every row is right; no pair that can co-occur is missing from the rows."""
         return all(row.ok for row in self.rows)
 
     def explanations(self) -> list[str]:
@@ -63,8 +68,11 @@ class CoverageReport:
                          f"{'ok' if row.ok else 'WRONG: ' + _codes(row.diagnosed)}")
         bad_pairs = [row for row in pairs if not row.ok]
         lines.append("")
-        lines.append(f"  pairs that can co-occur: {len(pairs) - len(bad_pairs)}/{len(pairs)} "
-                     "diagnosed with exactly both codes")
+        total = len(pairs) + len(self.excluded)
+        lines.append(f"  pairs of mistakes: {total}; examined {len(pairs)}, of which "
+                     f"{len(pairs) - len(bad_pairs)} diagnosed with exactly their codes")
+        lines.append(f"  not examined: {len(self.excluded)} that cannot co-occur (declared in "
+                     "excludes)")
         for row in bad_pairs:
             lines.append(f"    WRONG {' + '.join(row.mistakes)}: expected "
                          f"{_codes(row.expected)}, got {_codes(row.diagnosed)} "
@@ -76,6 +84,10 @@ class CoverageReport:
         lines.append("")
         lines.append("sound" if self.sound else "NOT sound: see the rows marked WRONG")
         return "\n".join(lines)
+
+
+UNEXPLAINED = "wrong-output"
+"""The code of outputs no known mistake explains: no variant is to blame for it."""
 
 
 def explain(row: CoverageRow) -> list[str]:
@@ -101,10 +113,17 @@ def explain(row: CoverageRow) -> list[str]:
         lines.append(f"    not recognised: {_codes(frozenset(missing))} — its variant's outputs do "
                      "not stand out on the probes (searched=True needs a call where its "
                      "forward values differ from the reference and from the other variants)")
-    if extra:
-        lines.append(f"    also diagnosed: {_codes(frozenset(extra))} — another variant explains "
-                     "the same outputs (make the probes tell them apart, or declare them in "
-                     "excludes if they cannot co-occur)")
+    unexplained = extra & {UNEXPLAINED}
+    if extra - unexplained:
+        lines.append(f"    also diagnosed: {_codes(frozenset(extra - unexplained))} — another "
+                     "variant explains the same outputs (make the probes tell them apart, or "
+                     "declare them in excludes if they cannot co-occur)")
+    if unexplained:
+        lines.append(f"    also diagnosed: {UNEXPLAINED} — no single smallest set of known "
+                     "mistakes explains the outputs of some scenario: variants of different "
+                     "codes give the same outputs there, or a mistake moves them too little to "
+                     "be evidence (make a probe where they differ, or where the mistake shows "
+                     "more)")
     return lines + failed
 
 
@@ -112,23 +131,18 @@ def _codes(codes: frozenset[str]) -> str:
     return ", ".join(sorted(codes)) or "none"
 
 
-def coverage_report(assignment: Assignment, *, seed: int = 0, pairs: bool = True) -> CoverageReport:
+def coverage_report(assignment: Assignment, *, seed: int = 0) -> CoverageReport:
     use_one_thread()
     plan = assignment.build_plan(seed)
+    pairs = co_occurring_pairs(assignment.mistakes)
     rows = [_row(assignment, plan, ())]
     rows += [_row(assignment, plan, (mistake,)) for mistake in assignment.mistakes]
-    if pairs:
-        rows += [_row(assignment, plan, pair) for pair in co_occurring_pairs(assignment.mistakes)]
-    return CoverageReport(assignment.slug, seed, tuple(rows))
-
-
-def co_occurring_pairs(
-    mistakes: tuple[KnownMistake, ...],
-) -> list[tuple[KnownMistake, KnownMistake]]:
-    return [
-        (a, b) for a, b in itertools.combinations(mistakes, 2)
-        if a.code != b.code and b.id not in a.excludes and a.id not in b.excludes
-    ]
+    rows += [_row(assignment, plan, pair) for pair in pairs]
+    examined = {(a.id, b.id) for a, b in pairs}
+    mistakes = assignment.mistakes
+    excluded = tuple((a.id, b.id) for i, a in enumerate(mistakes) for b in mistakes[i + 1:]
+                     if (a.id, b.id) not in examined)
+    return CoverageReport(assignment.slug, seed, tuple(rows), excluded)
 
 
 def _row(assignment: Assignment, plan: ProbePlan,

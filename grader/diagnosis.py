@@ -2,11 +2,11 @@
 
 Forward values are explained by the mistake search (``grader.mistake_search``): the smallest
 set of known mistakes (none, one, or a pair that can co-occur) whose variant, run on the same
-inputs, reproduces every usable call, or else each scenario group of calls on its own; what
-stays unexplained is ``wrong-output``. Facets that do not
-change forward values are read directly: gradients (compared with the variant that explains
-the forward, so a blocked gradient is told apart from a wrong forward), dtypes, mutated inputs,
-forbidden APIs, and failures (time, memory, crashes, interface).
+inputs, reproduces every usable call, or else each scenario group of calls on its own (where
+variants of the same codes tie, those codes); what stays unexplained is ``wrong-output``.
+Facets that do not change forward values are read directly: gradients (compared with the
+variant that explains the forward, so a blocked gradient is told apart from a wrong forward),
+dtypes, mutated inputs, forbidden APIs, and failures (time, memory, crashes, interface).
 """
 
 from __future__ import annotations
@@ -137,15 +137,17 @@ def _gradient_findings(data: DiagnosisInput, explanation: Explanation) -> list[F
     # judged against a variant that mutates its inputs the same way, or not at all.
     mutated = {call_id for finding in _mutation_findings(data) for call_id in finding.calls}
     mutations = [m.id for m in data.mistakes if m.code == "input-mutated"]
-    for call_id, hypothesis in explanation.variants.items():
+    for call_id, hypotheses in explanation.variants.items():
         student = data.student[call_id]
         if not any(forward.grads for forward in data.reference[call_id].forwards):
             continue
-        expected = (data.reference[call_id] if not hypothesis
-                    else data.variant(hypothesis, call_id, True))
-        candidates = [expected]
+        # Variants that tie on the forward values may differ in their gradients: the student's
+        # are as expected when they are those of any of them.
+        candidates = [data.reference[call_id] if not hypothesis
+                      else data.variant(hypothesis, call_id, True) for hypothesis in hypotheses]
         if call_id in mutated:
-            alike = [data.variant(hypothesis | {m}, call_id, True) for m in mutations]
+            alike = [data.variant(hypothesis | {m}, call_id, True)
+                     for hypothesis in hypotheses for m in mutations]
             candidates = [v for v in alike if _same_after(student, v)]
             if not candidates:
                 continue

@@ -1,10 +1,12 @@
 """The mistake search: which known mistakes reproduce the student's forward values. Pure.
 
 Hypotheses are tried smallest first: no mistake (the reference), each searched mistake, then
-each pair that can co-occur. The first that reproduces every usable call explains them all.
-When none does (three mistakes, or one we do not know), each scenario group of calls is
-explained on its own by its smallest explanations, and a group's calls that no hypothesis, or
-no single agreed one, explains are left unexplained where they depart from the reference.
+each pair that can co-occur, whatever their codes. The first that reproduces every usable call
+explains them all. When none does (three mistakes, or one we do not know), each scenario group
+of calls is explained on its own by its smallest explanations. Where several tie, what they
+agree on is the diagnosis: the codes, not the variants, since feedback is per code. A group's
+calls that no hypothesis explains, or whose tied explanations disagree on a code, are left
+unexplained where they depart from the reference.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ class Explanation:
     attributed: Mapping[str, tuple[str, ...]]
     """Mistake id -> the departing calls it moves: a mistake's evidence is only those calls
     (with a pair, the calls only the other member moves are not this one's evidence)."""
-    variants: Mapping[str, Hypothesis]
-    """Per call, the switches the variant ran with to reproduce it (the hypothesis in the form
-    that matched): what its gradients are compared with."""
+    variants: Mapping[str, tuple[Hypothesis, ...]]
+    """Per call, the switches each variant ran with to reproduce it (the hypothesis in the form
+    that matched): what its gradients are compared with. Several where variants of the same
+    codes tie on the call's forward values (their gradients may still differ)."""
 
 
 class MistakeSearch:
@@ -58,6 +61,7 @@ class MistakeSearch:
         self._reference = reference
         self._variant = variant
         self._hypotheses = list(_hypotheses([m for m in mistakes if m.searched]))
+        self._code = {m.id: m.code for m in mistakes}
         self._forms = {m.id: m.forms for m in mistakes if m.forms}
         self._crashing = frozenset(m.id for m in mistakes if m.crashes)
         # Calls whose reference returned values (it did not reject the input).
@@ -80,23 +84,30 @@ class MistakeSearch:
         # The smallest hypothesis that explains every call at once, if there is one.
         for hypothesis in self._hypotheses:
             if self._explains(hypothesis, ordered):
-                return self._explanation({call_id: hypothesis for call_id in usable}, ())
+                return self._explanation({call_id: (hypothesis,) for call_id in usable}, ())
 
-        # Otherwise each scenario group on its own: its one smallest explanation; where several
-        # tie, the mistakes they share, and the group's departures stay unexplained.
-        by_call: dict[str, Hypothesis] = {}
+        # Otherwise each scenario group on its own: its smallest explanations. Where several
+        # tie with the same codes (two variants of one mistake), they are one diagnosis; where
+        # they disagree, the codes they share, and the group's departures stay unexplained.
+        by_call: dict[str, tuple[Hypothesis, ...]] = {}
         unexplained: list[str] = []
         for group_calls in _groups(self._plan, ordered).values():
             best = self._smallest_explanations(group_calls)
-            common = frozenset.intersection(*best) if best else frozenset()
-            if best and (len(best) == 1 or common):
-                chosen = best[0] if len(best) == 1 else common
-                by_call.update({call_id: chosen for call_id in group_calls})
-                if len(best) == 1:
-                    continue
+            codes = [self._codes_of(hypothesis) for hypothesis in best]
+            common = frozenset.intersection(*codes) if codes else frozenset()
+            if best and all(c == common for c in codes):
+                by_call.update({call_id: tuple(best) for call_id in group_calls})
+                continue
+            if common:
+                agreed = tuple(dict.fromkeys(
+                    frozenset(m for m in h if self._code[m] in common) for h in best))
+                by_call.update({call_id: agreed for call_id in group_calls})
             # Ambiguous or unexplained: what the group's calls show beyond the reference.
             unexplained.extend(c for c in group_calls if not self._matches_reference(c))
         return self._explanation(by_call, tuple(unexplained))
+
+    def _codes_of(self, hypothesis: Hypothesis) -> frozenset[str]:
+        return frozenset(self._code[m] for m in hypothesis)
 
     def _smallest_explanations(self, call_ids: list[str]) -> list[Hypothesis]:
         """Every hypothesis of the smallest size that explains the calls."""
@@ -257,10 +268,13 @@ class MistakeSearch:
 
     # The answer.
 
-    def _explanation(self, by_call: Mapping[str, Hypothesis],
+    def _explanation(self, explained: Mapping[str, tuple[Hypothesis, ...]],
                      unexplained: tuple[str, ...]) -> Explanation:
+        # Tied hypotheses have the same codes: the first names the mistakes in feedback.
+        by_call = {c: hypotheses[0] for c, hypotheses in explained.items()}
         attributed = self._attribution(by_call)
-        variants = {c: self._reproducing_form(h, c) or h for c, h in by_call.items()}
+        variants = {c: tuple(self._reproducing_form(h, c) or h for h in hypotheses)
+                    for c, hypotheses in explained.items()}
         return Explanation(by_call, unexplained, attributed, variants)
 
     def _attribution(self, by_call: Mapping[str, Hypothesis]) -> dict[str, tuple[str, ...]]:
@@ -274,16 +288,21 @@ class MistakeSearch:
         return {m: tuple(calls) for m, calls in attributed.items()}
 
 
+def co_occurring_pairs(
+    mistakes: Sequence[KnownMistake],
+) -> list[tuple[KnownMistake, KnownMistake]]:
+    """Every pair neither of whose members excludes the other, whatever their codes: two
+    variants of one code can be two slips in one file (an inverted mask and inverted padding)."""
+    return [(first, second) for first, second in itertools.combinations(mistakes, 2)
+            if second.id not in first.excludes and first.id not in second.excludes]
+
+
 def _hypotheses(mistakes: list[KnownMistake]) -> Iterator[Hypothesis]:
     """No mistake, then each mistake, then each pair that can co-occur."""
     yield frozenset()
     for mistake in mistakes:
         yield frozenset({mistake.id})
-    for first, second in itertools.combinations(mistakes, 2):
-        if first.code == second.code:
-            continue
-        if second.id in first.excludes or first.id in second.excludes:
-            continue
+    for first, second in co_occurring_pairs(mistakes):
         yield frozenset({first.id, second.id})
 
 

@@ -42,6 +42,9 @@ def test_every_single_mistake_gets_exactly_its_code_and_loses_points(slug: str, 
     ("multi-head-attention", {"padding-ignored", "causal-off-by-one"}),
     ("attention-kv-cache", {"rope-interleaved", "cache-padding-lost"}),
     ("attention-kv-cache", {"causal-not-shifted", "query-padding-ignored"}),
+    # Two mistakes of one code: found together, the code named once.
+    ("multi-head-attention", {"mask-inverted", "padding-inverted"}),
+    ("attention-kv-cache", {"odd-head-rope-accepted", "offset-not-continuing-accepted"}),
 ])
 def test_two_mistakes_get_both_codes(slug: str, pair: set[str]) -> None:
     assignment = load_assignment(slug)

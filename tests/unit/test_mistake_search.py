@@ -1,5 +1,6 @@
 """The mistake search on made-up outcomes: when a raise the student shares with a variant is
-that variant's mistake, and when it is the student's code failing on every input."""
+that variant's mistake, and when it is the student's code failing on every input; mistakes
+that share a code, found together and told by their code when they tie."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 
 from assignments import KnownMistake, ProbeCall, ProbePlan
 from grader.diagnosis import DiagnosisInput, diagnose
-from grader.mistake_search import Hypothesis
+from grader.mistake_search import Hypothesis, co_occurring_pairs
 from grader.outcomes import CallOutcome, Forward, Frame, Raised
 
 STRICT_TRIANGLE = KnownMistake("strict-triangle", "causal-off-by-one", "a strict causal triangle")
@@ -92,3 +93,87 @@ def test_a_raise_only_where_the_variant_raises_is_its_mistake(
         expected["runtime-error"] = tuple(f"c{i}" for i in sorted(failing))
     codes = _codes(groups, rejected, student)
     assert {code: tuple(sorted(calls)) for code, calls in codes.items()} == expected
+
+
+# Made-up mistakes that add to the outputs: two variants of one code, and one of another code
+# that cannot co-occur with them.
+ROWS = KnownMistake("rows-inverted", "mask-inverted", "the causal mask read backwards")
+PADDING = KnownMistake("padding-inverted", "mask-inverted", "the padding mask read backwards")
+SCALE = KnownMistake("missing-scale", "missing-scale", "scores not scaled",
+                     excludes=frozenset({ROWS.id, PADDING.id}))
+
+
+def _shifted(index: int, by: float, grad: float | None = None) -> CallOutcome:
+    """Call ``c{index}`` returning ``index + by``, with that gradient for ``q`` if given."""
+    grads = {} if grad is None else {"arg0": torch.full((2, 3), grad)}
+    return CallOutcome(f"c{index}", "ok", (Forward(
+        "ok", structure="tensor", outputs=(torch.full((2, 3), float(index) + by),),
+        grads=grads),))
+
+
+def _diagnosed(groups: list[str], mistakes: list[KnownMistake],
+               shifts: dict[str, dict[int, float]], student: dict[int, float],
+               grads: dict[str, float] | None = None,
+               student_grads: dict[int, float] | None = None) -> dict[str, tuple[str, ...]]:
+    """The codes diagnosed, with their calls: each mistake shifts the calls ``shifts`` gives it
+    (a pair adds up); with ``grads``, each gives that gradient on every call (the reference 0),
+    and the student ``student_grads``."""
+    grads = grads or {}
+    student_grads = student_grads or {}
+    with_grads = bool(grads)
+    reference = {f"c{i}": _shifted(i, 0.0, 0.0 if with_grads else None)
+                 for i in range(len(groups))}
+
+    def variant(hypothesis: Hypothesis, call_id: str, backward: bool) -> CallOutcome:
+        index = int(call_id[1:])
+        by = sum(shifts.get(m, {}).get(index, 0.0) for m in hypothesis)
+        grad = sum(grads.get(m, 0.0) for m in hypothesis)
+        return _shifted(index, by, grad if with_grads else None)
+
+    outcomes = {f"c{i}": _shifted(i, student.get(i, 0.0), student_grads.get(i, 0.0)
+                                  if with_grads else None) for i in range(len(groups))}
+    findings = diagnose(DiagnosisInput(plan=_plan(groups), student=outcomes,
+                                       reference=reference, mistakes=mistakes, variant=variant))
+    return {finding.code: finding.calls for finding in findings}
+
+
+@given(first=st.integers(1, 40), second=st.integers(1, 40), same_call=st.booleans())
+def test_two_mistakes_that_share_a_code_are_found_together(
+        first: int, second: int, same_call: bool) -> None:
+    """Both present, in one scenario: only the pair explains the outputs, and its one code is
+    the diagnosis."""
+    shifts = {ROWS.id: {0: float(first)},
+              PADDING.id: {0 if same_call else 1: float(second * 100)}}
+    student = {0: float(first + second * 100)} if same_call else {
+        0: float(first), 1: float(second * 100)}
+    codes = _diagnosed(["causal", "causal"], [ROWS, PADDING], shifts, student)
+    assert codes == {"mask-inverted": (("c0",) if same_call else ("c0", "c1"))}
+
+
+def test_same_code_variants_that_tie_give_their_code() -> None:
+    """On the causal call both variants give the student's outputs; the padding call is the
+    other mistake's. No pair explains both (the scale excludes the masks), so each scenario is
+    explained alone, and the tie there is one code."""
+    shifts = {ROWS.id: {0: 1.0}, PADDING.id: {0: 1.0}, SCALE.id: {1: 5.0}}
+    codes = _diagnosed(["causal", "padding"], [ROWS, PADDING, SCALE], shifts, {0: 1.0, 1: 5.0})
+    assert codes == {"mask-inverted": ("c0",), "missing-scale": ("c1",)}
+
+
+def test_tied_variants_of_different_codes_stay_unexplained() -> None:
+    other = KnownMistake(PADDING.id, "mask-ignored", "the padding mask never applied")
+    shifts = {ROWS.id: {0: 1.0}, other.id: {0: 1.0}, SCALE.id: {1: 5.0}}
+    codes = _diagnosed(["causal", "padding"], [ROWS, other, SCALE], shifts, {0: 1.0, 1: 5.0})
+    assert codes == {"wrong-output": ("c0",), "missing-scale": ("c1",)}
+
+
+def test_tied_variants_gradients_are_those_of_either() -> None:
+    """The student's gradients are the second tied variant's: as expected, not gradient-wrong."""
+    shifts = {ROWS.id: {0: 1.0}, PADDING.id: {0: 1.0}, SCALE.id: {1: 5.0}}
+    codes = _diagnosed(["causal", "padding"], [ROWS, PADDING, SCALE], shifts, {0: 1.0, 1: 5.0},
+                       {ROWS.id: 1.0, PADDING.id: 2.0}, {0: 2.0})
+    assert set(codes) == {"mask-inverted", "missing-scale"}
+
+
+def test_pairs_that_share_a_code_can_co_occur() -> None:
+    assert [(a.id, b.id) for a, b in co_occurring_pairs([ROWS, PADDING, SCALE])] == [
+        (ROWS.id, PADDING.id)]

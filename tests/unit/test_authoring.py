@@ -1,0 +1,34 @@
+"""The coverage report on made-up rows: what it counts and how it explains a failing row."""
+
+from __future__ import annotations
+
+from grader.authoring import CoverageReport, CoverageRow, explain
+
+
+def _row(mistakes: tuple[str, ...], expected: set[str], diagnosed: set[str]) -> CoverageRow:
+    return CoverageRow(mistakes, frozenset(expected), frozenset(diagnosed), 1.0, 5.0)
+
+
+def test_outputs_left_unexplained_are_not_blamed_on_another_variant() -> None:
+    lines = "\n".join(explain(_row(("rows-inverted", "padding-inverted"), {"mask-inverted"},
+                                   {"wrong-output"})))
+    assert "not recognised: mask-inverted" in lines
+    assert "also diagnosed: wrong-output" in lines
+    assert "another variant" not in lines
+
+
+def test_another_code_is_blamed_on_another_variant() -> None:
+    lines = "\n".join(explain(_row(("missing-scale",), {"missing-scale"},
+                                   {"missing-scale", "wrong-scale"})))
+    assert "also diagnosed: wrong-scale — another variant explains the same outputs" in lines
+
+
+def test_every_pair_is_counted_examined_or_not_with_why() -> None:
+    rows = (CoverageRow((), frozenset(), frozenset(), 5.0, 5.0),
+            _row(("a",), {"x"}, {"x"}), _row(("b",), {"x"}, {"x"}), _row(("c",), {"y"}, {"y"}),
+            _row(("a", "b"), {"x"}, {"x"}), _row(("a", "c"), {"x", "y"}, {"x", "y"}))
+    report = CoverageReport("toy", 0, rows, excluded=(("b", "c"),))
+    text = report.render()
+    assert "pairs of mistakes: 3; examined 2, of which 2 diagnosed with exactly their codes" in text
+    assert "not examined: 1 that cannot co-occur (declared in excludes)" in text
+    assert report.sound and text.endswith("sound")
