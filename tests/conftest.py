@@ -28,15 +28,17 @@ from service.app import create_app
 
 STACKS_GROUP = "stacks"
 """The xdist group of the tests that start a Docker engine's containers, service stacks, the
-fault harness's private services or a browser: one worker runs them one after another, as
-they load the machine (and its one engine) far more than their own process shows."""
+fault harness's private services or a browser, and of the hostile suite, whose submissions
+all write to one folder of the host: one worker runs them one after another, as they load the
+machine (and its one engine) far more than their own process shows."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         path = item.path.as_posix()
         if (item.get_closest_marker("docker") or item.get_closest_marker("browser")
-                or "/tests/e2e/" in path or "/tests/faults/" in path):
+                or "/tests/e2e/" in path or "/tests/faults/" in path
+                or path.endswith("/tests/sandbox/test_hostile.py")):
             item.add_marker(pytest.mark.xdist_group(STACKS_GROUP))
 
 
