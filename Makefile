@@ -29,7 +29,7 @@ grade-example: $(STAMP)
 ## Everything this machine can run: it starts a Docker engine and builds the sandbox image
 ## first (outside CI, docker tests skip loudly when that is impossible; in CI they fail).
 test: $(STAMP) docker-engine browser
-	$(BIN)/pytest -m "" --durations=40
+	$(BIN)/pytest -m "" -n 0 --durations=40
 
 ## The fast part only (what plain `pytest` runs): no slow, docker or browser tests.
 test-fast: $(STAMP)
