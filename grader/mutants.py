@@ -22,10 +22,12 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from assignments import Assignment
 from grader.mutation import Mutant, mutants, specialise
+
+if TYPE_CHECKING:  # types only: the CLI reads VERDICTS without torch
+    from assignments import Assignment
 
 VERDICTS = ("full-marks", "wrong-output", "named", "crashed")
 """A mutant's verdicts, in the order the report lists them."""
