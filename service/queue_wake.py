@@ -61,7 +61,11 @@ def wake_address(broker_url: str) -> bytes | None:
     database = bare[len(SQLITE_FILE):].partition("?")[0]
     if database in ("", ":memory:"):
         return None
-    path = os.path.realpath(database).encode("utf-8", "surrogateescape")
+    try:
+        resolved = os.path.realpath(database)
+    except (UnicodeEncodeError, ValueError):  # a name no file system holds: hash it as given
+        resolved = database
+    path = resolved.encode("utf-8", "surrogatepass")
     return b"\0autograde-queue-" + hashlib.sha256(path).hexdigest()[:32].encode()
 
 
