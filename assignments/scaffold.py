@@ -114,6 +114,24 @@ name = "inputs are not modified"
 kind = "inputs-unchanged"
 calls = ["plain", "heads", "grad"]
 points = 0.5
+
+# This lab's feedback codes, named by the known mistakes of hidden/reference.py. The grader's
+# lab-neutral codes (runtime-error, wrong-output, input-mutated, dtype-changed, ...) need no
+# table; a table with only a hint tells one of them in this lab's words. Message slots:
+# {input} (the probe input), {detail} (what was observed), {variant} (the mistake's
+# description). Format: docs/authors/contract.md, "Feedback codes".
+[codes.missing-scale]
+title = "scores not scaled"
+message = "On {input}, your scores match q @ kᵀ without the division by sqrt(D)."
+hint = "Revisit why dot products are scaled: their variance grows with the dimension D."
+
+[codes.wrong-scale]
+title = "scores scaled by the wrong factor"
+message = "On {input}, your scores match {variant}."
+hint = "The scale is one over the square root of the size D of each vector."
+
+[codes.wrong-output]
+hint = "Work the scores of a 1 x 2 query and a 2 x 2 key out by hand and compare."
 '''
 
 STATEMENT = '''\

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assignments.codes import CatalogueError, Declared, read_codes
 from sandbox.base import Limits
 
 ASSIGNMENTS_ROOT = Path(__file__).resolve().parent
@@ -74,6 +75,9 @@ class AssignmentSpec:
     training: Mapping[str, Any]
     """The ``[training]`` table: the tiny transformer the ``learns`` check trains with the
     student's code (layer, sizes, optimiser, steps); empty when the assignment has none."""
+    codes: Mapping[str, Declared]
+    """The feedback codes this package declares (``[codes.*]`` tables of the files named by
+    ``codes_from``, then of ``assignment.toml``, which wins), by code (``assignments.codes``)."""
 
     @property
     def max_score(self) -> float:
@@ -121,6 +125,8 @@ def load_spec(slug: str, *, root: Path | None = None) -> AssignmentSpec:
     try:
         raw = tomllib.loads(spec_path.read_text(encoding="utf-8"))
         return _build(slug, package, raw)
+    except CatalogueError as exc:
+        raise AssignmentError(str(exc)) from exc
     except (KeyError, TypeError, ValueError) as exc:
         raise AssignmentError(f"{spec_path}: {exc}") from exc
 
@@ -131,6 +137,11 @@ def _build(slug: str, package: Path, raw: dict[str, Any]) -> AssignmentSpec:
     for number in numbers:
         if numbers.count(number) > 1:
             raise ValueError(f"check number {number} is used twice")
+    shared = _shared_catalogues(package, raw.get("codes_from", []))
+    codes: dict[str, Declared] = {}
+    for path in shared:
+        codes.update(read_codes(path))
+    codes.update(read_codes(package / SPEC_FILE, raw))
     return AssignmentSpec(
         slug=slug,
         title=str(raw["title"]),
@@ -140,9 +151,21 @@ def _build(slug: str, package: Path, raw: dict[str, Any]) -> AssignmentSpec:
         forbidden_apis=tuple(str(name) for name in raw.get("forbidden_apis", [])),
         limits=Limits().replace(raw.get("limits", {})),
         checks=checks,
-        version=_content_hash(package),
+        version=_content_hash(package, shared),
         training=dict(raw.get("training", {})),
+        codes=codes,
     )
+
+
+def _shared_catalogues(package: Path, named: Any) -> list[Path]:
+    """The files of ``codes_from``, relative to the package (a course's shared catalogue)."""
+    if not isinstance(named, list) or not all(isinstance(name, str) for name in named):
+        raise ValueError("codes_from must be a list of paths, e.g. [\"../course-codes.toml\"]")
+    paths = [(package / name).resolve() for name in named]
+    for name, path in zip(named, paths, strict=True):
+        if not path.is_file():
+            raise ValueError(f"codes_from names {name!r}, which is not a file ({path})")
+    return paths
 
 
 def _check(raw: dict[str, Any]) -> CheckSpec:
@@ -156,10 +179,13 @@ def _check(raw: dict[str, Any]) -> CheckSpec:
     )
 
 
-def _content_hash(package: Path) -> str:
+def _content_hash(package: Path, shared: list[Path]) -> str:
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
             digest.update(str(path.relative_to(package)).encode())
             digest.update(path.read_bytes())
+    for path in shared:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -27,7 +27,7 @@ from typing import Any
 
 from assignments import Assignment, CheckSpec
 from grader.checks import CheckVerdict
-from grader.feedback import CATALOGUE, Diagnosis
+from grader.feedback import Diagnosis, catalogue_of
 from grader.learning import TrainingEvidence
 from grader.training_curves import sampled
 
@@ -141,9 +141,10 @@ def _number(value: float) -> float | None:
 def unrunnable_document(assignment: Assignment, code: str, message: str, facts: RunFacts,
                         execution_time: float) -> dict[str, Any]:
     """A complete document for a submission that could not run at all: every check scores 0."""
-    diagnosis = Diagnosis(code, message, CATALOGUE[code].hint,
+    text = catalogue_of(assignment)[code]
+    diagnosis = Diagnosis(code, text.title, message, text.hint,
                           tuple(check.number for check in assignment.checks))
-    verdicts = [(check, CheckVerdict(False, (), CATALOGUE[code].title + "."), 0.0)
+    verdicts = [(check, CheckVerdict(False, (), text.title + "."), 0.0)
                 for check in assignment.checks]
     return build_document(assignment, verdicts, [diagnosis], facts, execution_time)
 
@@ -158,5 +159,5 @@ def summary(score: float, max_score: float, tests: Sequence[dict[str, Any]],
     else:
         lines.append(f"{len(failed)} of {len(tests)} checks failed.")
     for diagnosis in diagnoses:
-        lines.append(f"[{diagnosis.code}] {CATALOGUE[diagnosis.code].title}")
+        lines.append(f"[{diagnosis.code}] {diagnosis.title}")
     return "\n".join(lines)

@@ -54,6 +54,11 @@ LEARNED_NOTHING_RATIO = 0.8
 FITS_TRAINING_MARGIN = 0.15
 # Held-out pairs whose prediction may change with the future (argmax ties aside: none).
 MAX_FUTURE_SENSITIVITY = 0.02
+LEAK_CODE = "causal-leak"
+"""The code of a model that fits its training data but not inputs whose future is random."""
+TRAINING_CODES = (LEAK_CODE,)
+"""The codes a training report gives besides the lab-neutral ones: a lab with ``[training]``
+declares them."""
 _CACHE_SIZE = 128  # 8 training seeds: 16 assignments with a training each
 
 
@@ -384,7 +389,7 @@ def training_findings(findings: Sequence[Finding], plan: ProbePlan,
         elif found is not None and found.untrained:
             result = _joined(result, Finding("gradient-blocked", (call.id,)))
         elif found is not None and found.leaks_the_future:
-            result = _joined(result, Finding("causal-leak", (call.id,)))
+            result = _joined(result, Finding(LEAK_CODE, (call.id,)))
     return result
 
 

@@ -7,11 +7,14 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
+from assignments.codes import line_of_string
 from assignments.model import Assignment, ProbePlan
 from assignments.spec import SPEC_FILE, AssignmentError, AssignmentSpec, load_spec
 from assignments.training_task import training_call
 from grader.checks import check_kinds
-from grader.feedback import CATALOGUE
+from grader.diagnosis import DEFINING_CHECKS, PROPERTY_CHECKS
+from grader.feedback import NEUTRAL, catalogue_of
+from grader.learning import TRAINING_CODES
 
 
 def load_assignment(slug: str, *, root: Path | None = None) -> Assignment:
@@ -49,6 +52,7 @@ def _build(spec: AssignmentSpec) -> Assignment:
     assignment = Assignment(**fields, mistakes=tuple(reference.MISTAKES), build_plan=build_plan,
                             reference=reference.namespace)
     _validate(assignment)
+    _validate_codes(assignment)
     return assignment
 
 
@@ -61,15 +65,57 @@ def _validate(assignment: Assignment) -> None:
     ids = [mistake.id for mistake in assignment.mistakes]
     if len(ids) != len(set(ids)):
         raise ValueError("known-mistake ids must be unique")
-    for mistake in assignment.mistakes:
-        if mistake.code not in CATALOGUE:
-            raise ValueError(f"known mistake {mistake.id!r} has code {mistake.code!r}, which is "
-                             "not a feedback code (grader/feedback.py CATALOGUE)")
     kinds = check_kinds()
     for check in assignment.checks:
         if check.kind not in kinds:
             raise ValueError(f"check {check.number} has unknown kind {check.kind!r} "
                              f"(known: {', '.join(sorted(kinds))})")
+
+
+def _validate_codes(assignment: Assignment) -> None:
+    """Every code the assignment can give has words: a known mistake's code, and the code a
+    failed check of some kinds or a training task gives, is lab-neutral or declared. Errors
+    name the file and line to fix."""
+    neutral = ", ".join(sorted(NEUTRAL))
+    kinds = check_kinds()
+    for code, declared in assignment.codes.items():
+        if declared.text is None and code not in NEUTRAL:
+            raise AssignmentError(
+                f"{declared.where}: [codes.{code}] has only a hint, but {code!r} is not a "
+                f"lab-neutral code: give it a title and a message too (lab-neutral: {neutral})")
+        if declared.text is not None and code in NEUTRAL:
+            raise AssignmentError(
+                f"{declared.where}: {code!r} is a lab-neutral code, whose title and message "
+                "are the grader's: keep only its hint to tell it in this lab's words")
+        if declared.text is not None and declared.text.evidence not in ("", *kinds):
+            raise AssignmentError(
+                f"{declared.where}: [codes.{code}] evidence {declared.text.evidence!r} is not a "
+                f"check kind (known: {', '.join(sorted(kinds))})")
+    catalogue = catalogue_of(assignment)
+    undeclared = "which is neither lab-neutral nor declared: add a [codes.{code}] table with " \
+        "title, message and hint to assignment.toml or to a catalogue it names in codes_from"
+    reference = assignment.root / "hidden" / "reference.py"
+    for mistake in assignment.mistakes:
+        if mistake.code not in catalogue:
+            line = line_of_string(reference, mistake.code)
+            raise AssignmentError(
+                f"{reference}:{line}: known mistake {mistake.id!r} has the code "
+                f"{mistake.code!r}, " + undeclared.format(code=mistake.code))
+    spec_file = assignment.root / SPEC_FILE
+    emitted = {**DEFINING_CHECKS, **PROPERTY_CHECKS}
+    for check in assignment.checks:
+        given = emitted.get(check.kind)
+        if given is not None and given not in catalogue:
+            line = line_of_string(spec_file, check.number)
+            raise AssignmentError(
+                f"{spec_file}:{line}: check {check.number} of kind {check.kind!r} gives the code "
+                f"{given!r} when it fails, " + undeclared.format(code=given))
+    for code in TRAINING_CODES if assignment.training else ():
+        if code not in catalogue:
+            raise AssignmentError(
+                f"{spec_file}:{line_of_string(spec_file, 'training')}: the [training] task gives "
+                f"the code {code!r} to a model that learns from the future, "
+                + undeclared.format(code=code))
 
 
 def _load_hidden(package: Path, name: str) -> ModuleType:

@@ -21,7 +21,7 @@ from grader import learning
 from grader.checks import CheckContext, CheckVerdict, check_kinds, judge
 from grader.diagnosis import DiagnosisInput, diagnose, with_defining_checks
 from grader.document import RunFacts, build_document, unrunnable_document
-from grader.feedback import Diagnosis, diagnoses_from, with_fallback
+from grader.feedback import Diagnosis, catalogue_of, diagnoses_from, with_fallback
 from grader.findings import Finding
 from grader.in_process import run_call_in_process, run_in_process
 from grader.interface import missing_name_detail
@@ -199,7 +199,9 @@ def judge_outcomes(
         [*findings, *extra_findings], plan,
         [(check.kind, verdict.failing_calls) for check, verdict in verdicts])
     findings = learning.training_findings(findings, plan, student, trained, lost_code=lost_code)
-    diagnoses = with_fallback(diagnoses_from(findings, plan, verdicts), verdicts)
+    catalogue = catalogue_of(assignment)
+    diagnoses = with_fallback(diagnoses_from(findings, plan, verdicts, catalogue), verdicts,
+                              catalogue)
     diagnoses = with_attention_maps(diagnoses, findings, plan, student, reference, verdicts,
                                     assignment.reference)
     scored = [(check, verdict, _score(check, verdict, findings)) for check, verdict in verdicts]

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from grader.feedback import CATALOGUE
+from assignments.spec import AssignmentError, load_spec
+from grader.feedback import NEUTRAL
 
 _STUDENT_META = ("assignment", "assignment_version", "seed", "backend", "termination",
                  "stdout", "stderr", "output_truncated", "notebook")
@@ -56,7 +57,7 @@ def student_view(document: Mapping[str, Any], *, now: datetime, due_at: datetime
         "shown_max_score": shown_max,
         "execution_time": document["execution_time"],
         "output": _summary(score, max_score, shown, diagnoses, withheld,
-                           round(max_score - shown_max, 4)),
+                           round(max_score - shown_max, 4), str(meta.get("assignment", ""))),
         "tests": shown,
         "diagnoses": diagnoses,
         "training": _released_training(document.get("training"), numbers),
@@ -113,7 +114,8 @@ def _released_training(section: Any, numbers: set[str]) -> list[dict[str, Any]]:
 
 
 def _summary(score: float, max_score: float, shown: list[dict[str, Any]],
-             diagnoses: list[dict[str, Any]], withheld: int, held_points: float) -> str:
+             diagnoses: list[dict[str, Any]], withheld: int, held_points: float,
+             slug: str) -> str:
     failed = sum(1 for t in shown if t["status"] == "failed")
     lines = [f"Score {score:g}/{max_score:g}" + (" on the checks shown so far." if withheld
                                                  else ".")]
@@ -127,6 +129,20 @@ def _summary(score: float, max_score: float, shown: list[dict[str, Any]],
         lines.append(f"{withheld} more check{'s are' if withheld > 1 else ' is'} "
                      f"({held_points:g} point{'s' if held_points != 1 else ''}) graded but "
                      "shown only after release.")
-    lines += [f"[{d['code']}] {CATALOGUE[d['code']].title}" if d["code"] in CATALOGUE
-              else f"[{d['code']}]" for d in diagnoses]
+    for diagnosis in diagnoses:
+        title = diagnosis.get("title") or _title_of(slug, diagnosis["code"])
+        lines.append(f"[{diagnosis['code']}] {title}".rstrip())
     return "\n".join(lines)
+
+
+def _title_of(slug: str, code: str) -> str:
+    """The title of a code in a document stored before diagnoses carried their titles: the
+    grader's for a lab-neutral code, else the assignment's as declared now; empty when the
+    assignment or the code is gone."""
+    if code in NEUTRAL:
+        return NEUTRAL[code].title
+    try:
+        declared = load_spec(slug).codes.get(code)
+    except AssignmentError:
+        return ""
+    return declared.text.title if declared is not None and declared.text is not None else ""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.feedback import CATALOGUE
+from grader.feedback import NEUTRAL, catalogue_of
 from grader.in_process import run_in_process
 from grader.loader import load_assignment
 from grader.pipeline import judge_outcomes, use_one_thread
@@ -47,7 +47,10 @@ def _feedback(slug: str) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-@pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache"])
+SLUGS = ("attention", "multi-head-attention", "attention-kv-cache")
+
+
+@pytest.mark.parametrize("slug", SLUGS)
 def test_feedback_text_matches_golden_file(slug: str) -> None:
     path = GOLDEN / f"{slug}-feedback.txt"
     text = _feedback(slug)
@@ -73,6 +76,24 @@ def test_every_spec_code_has_a_message_and_a_hint() -> None:
         # mistakes only training shows (issue 16, item 3)
         "unstable-softmax", "dropout-wrong", "parameters-not-registered",
     }
-    assert set(CATALOGUE) == spec_codes
-    for code, text in CATALOGUE.items():
-        assert text.message and text.hint and text.title, code
+    catalogues = [catalogue_of(load_assignment(slug)) for slug in SLUGS]
+    assert set().union(*catalogues) == spec_codes
+    for catalogue in catalogues:
+        for code, text in catalogue.items():
+            assert text.message and text.hint and text.title, code
+
+
+ATTENTION_WORDS = re.compile(
+    r"attention|softmax|quer(y|ies)|keys?\b|heads?\b|proj|mask|dot products?", re.IGNORECASE)
+
+
+def test_lab_neutral_codes_name_no_lab() -> None:
+    for code, text in NEUTRAL.items():
+        for words in (text.title, text.message, text.hint):
+            assert not ATTENTION_WORDS.search(words), (code, words)
+
+
+def test_the_attention_labs_share_one_course_catalogue() -> None:
+    wrong_output = {catalogue_of(load_assignment(slug))["wrong-output"].hint for slug in SLUGS}
+    assert len(wrong_output) == 1 and "softmax" in wrong_output.pop()
+    assert "softmax" not in NEUTRAL["wrong-output"].hint

@@ -82,8 +82,10 @@ def test_an_unknown_feedback_code_is_named(course: Path) -> None:
     reference = course / "week-one" / "hidden" / "reference.py"
     reference.write_text(reference.read_text().replace('"wrong-scale", "scores divided',
                                                        '"scale-by-d", "scores divided'))
-    with pytest.raises(AssignmentError, match="'scale-by-d', which is not a feedback code"):
+    with pytest.raises(AssignmentError, match="'scale-by-d', which is neither lab-neutral nor "
+                       r"declared: add a \[codes.scale-by-d\] table") as refused:
         load_assignment("week-one")
+    assert str(refused.value).startswith(f"{reference}:23: ")
 
 
 def test_new_writes_the_starter_notebook_the_shipped_labs_have(course: Path) -> None:

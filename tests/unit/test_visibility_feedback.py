@@ -13,7 +13,7 @@ import pytest
 from assignments import Assignment, CheckSpec, Visibility
 from grader.checks import CheckVerdict
 from grader.document import RunFacts, build_document
-from grader.feedback import with_fallback
+from grader.feedback import NEUTRAL, with_fallback
 from grader.in_process import run_in_process
 from grader.loader import load_assignment
 from grader.pipeline import judge_outcomes, use_one_thread
@@ -101,7 +101,7 @@ def test_the_wrong_output_fallback_names_only_checks_a_student_may_see(
                CheckVerdict(False, ("b",), "On call b: the secret differs.")),
               (CheckSpec("1", "shown", "matches-reference", ("a",), 1.0),
                CheckVerdict(False, ("a",), "On call a: the output differs."))]
-    [fallback] = with_fallback([], checks)
+    [fallback] = with_fallback([], checks, NEUTRAL)
     assert fallback.tests == ("2", "1") and "secret" in fallback.message
     document = {"tests": [
         {"number": "1", "visibility": "visible", "score": 0.0, "max_score": 1.0,
@@ -113,7 +113,7 @@ def test_the_wrong_output_fallback_names_only_checks_a_student_may_see(
     assert [d["tests"] for d in before["diagnoses"]] == [["1"]]
     assert "secret" not in json.dumps(before)
     assert "the output differs" in before["diagnoses"][0]["message"]
-    [only_held_back] = with_fallback([], checks[:1])
+    [only_held_back] = with_fallback([], checks[:1], NEUTRAL)
     document["diagnoses"] = [only_held_back.to_json()]
     assert student_view(document, **BEFORE_DUE)["diagnoses"] == []
     assert [d["tests"] for d in student_view(document, **PUBLISHED)["diagnoses"]] == [["2"]]
