@@ -12,6 +12,7 @@ from service.db import session
 from service.errors import UnsupportedMedia
 from service.grading.status_watch import submission_after_wait
 from service.http import int_arg, json_body
+from service.lti.release import apply_settings
 from service.models import CourseAssignment, Submission
 from service.queue import enqueue
 from service.submissions.bulk import archive_response
@@ -40,7 +41,6 @@ from service.submissions.records import (
     parse_extension,
     revoke_extension,
 )
-from service.submissions.release import apply_settings
 from service.submissions.submitting import (
     count_mine,
     my_submissions,

@@ -29,6 +29,7 @@ from service import db
 from service.config import DEFAULTS, ENV_PREFIX, data_dir_settings, load_config
 from service.courses import accounts, enrolment
 from service.errors import NotFound, ServiceError
+from service.lti.release import apply_settings
 from service.models import (
     CourseAssignment,
     CourseRole,
@@ -37,7 +38,6 @@ from service.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
-from service.submissions.release import apply_settings
 from service.webhooks.egress import EgressPolicy
 from service.webhooks.endpoints import course_endpoints, create_endpoint
 

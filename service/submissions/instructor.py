@@ -325,7 +325,7 @@ def validate_settings(assignment: CourseAssignment, changes: Mapping[str, Any]
 def update_settings(session: Session, assignment: CourseAssignment,
                     changes: Mapping[str, Any]) -> None:
     """Validate and apply ``changes`` (not committed). Callers outside this module go through
-    ``service.submissions.release.apply_settings``, which commits and sends what a release lets
+    ``service.lti.release.apply_settings``, which commits and sends what a release lets
     go."""
     for name, value in validate_settings(assignment, changes).items():
         setattr(assignment, name, value)

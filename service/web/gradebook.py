@@ -13,6 +13,7 @@ from werkzeug.wrappers import Response as BaseResponse
 from service.courses.enrolment import find_assignment, require_instructor
 from service.db import session
 from service.errors import ServiceError
+from service.lti.release import apply_settings
 from service.models import CourseAssignment, LatePolicy, ScorePolicy
 from service.pagination import page_numbers, paginate
 from service.queue import enqueue
@@ -35,7 +36,6 @@ from service.submissions.records import (
     parse_extension,
     revoke_extension,
 )
-from service.submissions.release import apply_settings
 from service.submissions.submitting import readable_submission
 from service.web.forms import ButtonForm
 from service.web.pages import page_blueprint

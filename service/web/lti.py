@@ -16,12 +16,12 @@ from service.lti.keys import published_keys, retired_key_days, rotate_key
 from service.lti.pages import ReleaseState, course_contexts, lms_page, roster_of
 from service.lti.passback import passbacks_of, resend_passback
 from service.lti.platforms import Registration, list_platforms, register_platform, tool_urls
+from service.lti.release import release_results
 from service.lti.runtime import lti_runtime
 from service.lti.services import ServiceSettings, request_sync, sync_lineitem
 from service.lti.views import tool_base_url
 from service.models import CourseAssignment, LtiResourceLink, Role, User
 from service.submissions.dashboard import teaches
-from service.submissions.release import release_results
 from service.web.forms import ButtonForm
 from service.web.pages import page_blueprint
 from service.web.session_auth import login_page, page_user
