@@ -11,7 +11,6 @@ from service.courses.enrolment import course_by_code, taught_assignment
 from service.db import session
 from service.errors import Forbidden, NotFound, ServiceError
 from service.lti import pages
-from service.lti.forms import PlatformForm
 from service.lti.keys import published_keys, retired_key_days, rotate_key
 from service.lti.pages import ReleaseState, course_contexts, lms_page, roster_of
 from service.lti.passback import passbacks_of, resend_passback
@@ -22,7 +21,7 @@ from service.lti.services import ServiceSettings, request_sync, sync_lineitem
 from service.lti.views import tool_base_url
 from service.models import CourseAssignment, LtiResourceLink, Role, User
 from service.submissions.dashboard import teaches
-from service.web.forms import ButtonForm
+from service.web.forms import ButtonForm, PlatformForm
 from service.web.pages import page_blueprint
 from service.web.session_auth import login_page, page_user
 
