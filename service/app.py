@@ -21,8 +21,8 @@ from service.db import Database, database, session
 from service.edge import install_edge_checks
 from service.errors import register_error_handlers
 from service.grading.status_watch import StatusWatch, status_watch
-from service.lti.views import init_lti
 from service.web import init_web
+from service.web.lti_launch import init_lti
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:

@@ -11,7 +11,7 @@ from service.lti.passback import AccessTokens
 
 
 class LtiRuntime:
-    """Built once per app (``service.lti.views.init_lti``), read through
+    """Built once per app (``service.web.lti_launch.init_lti``), read through
     ``lti_runtime``: the launch views verify with its keys, the worker's
     grade passback and roster sync ask the platforms with its tokens."""
 
@@ -23,4 +23,4 @@ class LtiRuntime:
 
 
 lti_runtime: Shared[LtiRuntime] = Shared("autograde.lti")
-"""The current app's LTI caches (installed by ``service.lti.views.init_lti``)."""
+"""The current app's LTI caches (installed by ``service.web.lti_launch.init_lti``)."""

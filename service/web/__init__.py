@@ -1,4 +1,5 @@
-"""Server-rendered pages: student pages and the instructor dashboard, over the service functions."""
+"""Server-rendered pages: student pages and the instructor dashboard, over the service functions;
+beside them the LMS's LTI endpoints (``lti_launch``: login, launch, deep link, JWKS)."""
 
 from __future__ import annotations
 

@@ -18,10 +18,10 @@ from service.lti.platforms import Registration, list_platforms, register_platfor
 from service.lti.release import release_results
 from service.lti.runtime import lti_runtime
 from service.lti.services import ServiceSettings, request_sync, sync_lineitem
-from service.lti.views import tool_base_url
 from service.models import CourseAssignment, LtiResourceLink, Role, User
 from service.submissions.dashboard import teaches
 from service.web.forms import ButtonForm, PlatformForm
+from service.web.lti_launch import tool_base_url
 from service.web.pages import page_blueprint
 from service.web.session_auth import login_page, page_user
 
