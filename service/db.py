@@ -9,7 +9,7 @@ from sqlalchemy import CursorResult, Engine, Executable, create_engine, event
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 from sqlalchemy.pool import NullPool
 
-from service.extensions import Shared
+from service.core.extensions import Shared
 
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from flask import current_app
 
-from service.extensions import Shared
+from service.core.extensions import Shared
 
 if TYPE_CHECKING:
     from celery import Celery

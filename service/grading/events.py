@@ -18,7 +18,7 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from service.extensions import Shared
+from service.core.extensions import Shared
 from service.models import Submission
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from service.extensions import Shared
+from service.core.extensions import Shared
 from service.lti.launch import PlatformKeys
 from service.lti.passback import AccessTokens
 

@@ -16,7 +16,7 @@ from limits import RateLimitItem, parse
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
-from service.extensions import Shared
+from service.core.extensions import Shared
 
 log = logging.getLogger(__name__)
 
