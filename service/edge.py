@@ -22,7 +22,7 @@ from flask import Flask, request
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.routing import IntegerConverter
 
-from service.errors import ServiceError
+from service.core.errors import ServiceError
 
 MAX_JSON_DEPTH = 32
 MAX_INT_DIGITS = 18

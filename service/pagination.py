@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from service.errors import ServiceError
+from service.core.errors import ServiceError
 
 T = TypeVar("T")
 PER_PAGE = 50

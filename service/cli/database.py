@@ -27,8 +27,8 @@ from sqlalchemy.orm import Session
 
 from service import db
 from service.config import DEFAULTS, ENV_PREFIX, data_dir_settings, load_config
+from service.core.errors import NotFound, ServiceError
 from service.courses import accounts, enrolment
-from service.errors import NotFound, ServiceError
 from service.lti.release import apply_settings
 from service.models import (
     CourseAssignment,

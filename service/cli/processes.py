@@ -124,8 +124,8 @@ def prepare(data_dir: Path, env: dict[str, str]) -> dict[str, str]:
     from service import db
     from service.app import create_app
     from service.cli.database import app_session, create_user, enrol
+    from service.core.errors import NotFound
     from service.courses.enrolment import course_by_code, create_course, sync_assignments
-    from service.errors import NotFound
 
     db.upgrade(env["AUTOGRADE_DATABASE_URL"])
     app = create_app({"DATABASE_URL": env["AUTOGRADE_DATABASE_URL"],

@@ -13,7 +13,7 @@ from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service.errors import Conflict, Unauthorized
+from service.core.errors import Conflict, Unauthorized
 from service.models import ApiToken, Role, User, utcnow
 
 TOKEN_PREFIX = "ag_"

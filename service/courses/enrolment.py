@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from assignments.spec import AssignmentSpec, list_assignments, load_spec
-from service.errors import Conflict, Forbidden, NotFound
+from service.core.errors import Conflict, Forbidden, NotFound
 from service.models import (
     AssignmentVersion,
     Course,

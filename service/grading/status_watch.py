@@ -33,8 +33,8 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
+from service.core.errors import ServiceError
 from service.core.extensions import Shared
-from service.errors import ServiceError
 from service.models import Submission, SubmissionStatus, User
 from service.submissions.submitting import readable_submission
 

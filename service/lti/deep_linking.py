@@ -17,7 +17,7 @@ from typing import Any
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from sqlalchemy.orm import Session
 
-from service.errors import ServiceError
+from service.core.errors import ServiceError
 from service.lti.keys import sign
 from service.lti.launch import DEEP_LINKING_SETTINGS, LTI, Launch
 from service.models import CourseAssignment, LtiPlatform

@@ -24,7 +24,7 @@ from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 
 from service import queue
-from service.errors import NotFound
+from service.core.errors import NotFound
 from service.grading.events import Event
 from service.grading.outbox import Outcome, RetryPolicy, Sent, Settled, attempt, dispatch_due, due
 from service.lti.keys import sign

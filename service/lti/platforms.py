@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from service.core.errors import ServiceError
 from service.courses.enrolment import course_by_code
-from service.errors import ServiceError
 from service.models import LtiDeployment, LtiPlatform
 
 

@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from service.core.errors import ServiceError
 from service.courses.enrolment import create_course, enrol, sync_assignments
-from service.errors import ServiceError
 from service.lti.launch import AGS_ENDPOINT, CONTEXT, CUSTOM, RESOURCE_LINK, ROLES, Launch
 from service.models import (
     Course,

@@ -8,9 +8,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from assignments.spec import load_spec
+from service.core.errors import NotFound
 from service.courses.enrolment import course_role
 from service.courses.serialise import assignment_json
-from service.errors import NotFound
 from service.models import CourseAssignment, CourseRole, User, utcnow
 from service.submissions.gradebook import deadline_of
 from service.submissions.visibility import released

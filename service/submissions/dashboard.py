@@ -14,8 +14,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
 from grader.notebook import CELL_REF
+from service.core.errors import ServiceError
 from service.courses.enrolment import course_role
-from service.errors import ServiceError
 from service.models import (
     Course,
     CourseAssignment,

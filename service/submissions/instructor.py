@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
-from service.errors import NotFound, ServiceError
+from service.core.errors import NotFound, ServiceError
 from service.models import (
     CourseAssignment,
     LatePolicy,

@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session, selectinload
 
-from service.errors import NotFound, ServiceError
+from service.core.errors import NotFound, ServiceError
 from service.models import (
     Course,
     CourseAssignment,

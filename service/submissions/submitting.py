@@ -13,8 +13,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
+from service.core.errors import Forbidden, NotFound, RateLimited
 from service.courses.enrolment import course_role
-from service.errors import Forbidden, NotFound, RateLimited
 from service.models import (
     CourseAssignment,
     CourseRole,

@@ -15,7 +15,7 @@ from typing import Any
 from werkzeug.datastructures import FileStorage
 
 from grader.notebook import NOTEBOOK_SUFFIX, NotebookError, read_notebook, without_outputs
-from service.errors import ServiceError, TooLarge, UnsupportedMedia
+from service.core.errors import ServiceError, TooLarge, UnsupportedMedia
 
 ZIP_MAGIC = b"PK\x03\x04"
 

@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from service.core.errors import NotFound, ServiceError
 from service.courses.enrolment import course_by_code, course_role
-from service.errors import NotFound, ServiceError
 from service.grading.events import Event
 from service.models import (
     Course,

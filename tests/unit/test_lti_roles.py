@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from service.errors import ServiceError
+from service.core.errors import ServiceError
 from service.lti.provision import context_role_name, course_role, parse_moment
 from service.models import CourseRole
 
