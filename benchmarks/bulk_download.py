@@ -51,8 +51,8 @@ def seed(url: str, students: int, submissions: int, kib: int) -> None:
     from sqlalchemy import insert, select
 
     from devkit.courses import seed_course
-    from service import db
     from service.app import create_app
+    from service.core import db
     from service.models import Submission, SubmissionFile
 
     app = create_app({"DATABASE_URL": url, "BROKER_URL": "memory://",
@@ -149,7 +149,7 @@ def main() -> int:
             admin.execute(f'CREATE DATABASE "{name}"')
         url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
         try:
-            from service import db
+            from service.core import db
             db.upgrade(url)
             seeded = json.loads(_child("--seed", url, str(students), str(args.submissions),
                                        str(args.kib)))

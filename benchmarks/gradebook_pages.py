@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from devkit.courses import seed_course, signed_in
 from devkit.stack import PG_ADMIN
-from service import db
 from service.app import create_app
+from service.core import db
 
 TARGET_MS = 300.0
 

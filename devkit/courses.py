@@ -17,7 +17,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from service import db
+from service.core import db
 from service.courses.accounts import create_user, hash_password, issue_token
 from service.courses.enrolment import create_course, enrol, sync_assignments
 from service.models import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from service.db import make_engine
+from service.core.db import make_engine
 from service.models import Base
 
 config = context.config

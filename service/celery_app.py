@@ -14,7 +14,7 @@ from celery.signals import after_task_publish, worker_process_init
 from flask import Flask
 
 from service.config import celery_settings
-from service.db import database
+from service.core.db import database
 from service.queue import celery as shared_celery
 from service.queue_wake import wake_address, waker
 

@@ -27,7 +27,7 @@ from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline, use_one_thread
 from sandbox import create_backend
 from sandbox.selection import choose_backend
-from service.db import database, session
+from service.core.db import database, session
 from service.grading import outbox
 from service.grading.events import Announcer, announcer
 from service.grading.exactly_once import (

@@ -23,8 +23,8 @@ from devkit.webhooks import Receiver, serve
 from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox.local import LocalBackend
-from service import db
 from service.app import create_app
+from service.core import db
 
 STACKS_GROUP = "stacks"
 """The xdist group of the tests that start a Docker engine's containers, service stacks, the

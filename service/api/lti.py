@@ -6,8 +6,8 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify, request
 
 from service.auth import current_user, login_required
+from service.core.db import session
 from service.courses.enrolment import taught_assignment
-from service.db import session
 from service.lti.passback import passback_json, passbacks_of, resend_passback
 
 api = Blueprint("lti_api", __name__, url_prefix="/api/v1/lti")

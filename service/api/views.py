@@ -6,10 +6,10 @@ from flask import Blueprint, Response, current_app, jsonify, request, url_for
 
 from service.api.openapi import openapi_document
 from service.auth import current_user, login_required
+from service.core.db import session
 from service.core.errors import UnsupportedMedia
 from service.courses.enrolment import find_assignment, require_instructor, visible_assignments
 from service.courses.serialise import assignment_json
-from service.db import session
 from service.grading.status_watch import submission_after_wait
 from service.http import int_arg, json_body
 from service.lti.release import apply_settings

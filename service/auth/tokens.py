@@ -8,9 +8,9 @@ from typing import ParamSpec, TypeVar
 
 from flask import g, request
 
+from service.core.db import session
 from service.core.errors import Unauthorized
 from service.courses.accounts import user_for_token
-from service.db import session
 from service.models import ApiToken, User
 
 P = ParamSpec("P")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from flask import Blueprint, Response, current_app, jsonify
 
 from service.auth.tokens import current_token, current_user, login_required
+from service.core.db import session
 from service.core.errors import NotFound
 from service.courses.accounts import issue_token, revoke_token
 from service.courses.serialise import token_json, user_json
-from service.db import session
 from service.http import json_body
 from service.web.security import throttled_authenticate
 

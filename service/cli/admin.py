@@ -137,8 +137,8 @@ def _db(args: argparse.Namespace) -> int:
     from alembic import command
     from sqlalchemy.exc import SQLAlchemyError
 
-    from service import db
     from service.cli.database import database_url, error_summary
+    from service.core import db
 
     url = database_url()
     try:

@@ -25,8 +25,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from service import db
 from service.config import DEFAULTS, ENV_PREFIX, data_dir_settings, load_config
+from service.core import db
 from service.core.errors import NotFound, ServiceError
 from service.courses import accounts, enrolment
 from service.lti.release import apply_settings

@@ -121,9 +121,9 @@ def embedded_environment(data_dir: Path, environ: dict[str, str]) -> dict[str, s
 
 def prepare(data_dir: Path, env: dict[str, str]) -> dict[str, str]:
     """Migrate, sync assignments into the demo course, create demo users; their passwords."""
-    from service import db
     from service.app import create_app
     from service.cli.database import app_session, create_user, enrol
+    from service.core import db
     from service.core.errors import NotFound
     from service.courses.enrolment import course_by_code, create_course, sync_assignments
 

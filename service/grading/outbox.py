@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from sqlalchemy import ColumnElement, and_, or_, select, update
 from sqlalchemy.orm import Session
 
-from service.db import rows_changed
+from service.core.db import rows_changed
 from service.models import utcnow
 from service.models.base import LeasedDeliveryMixin
 

@@ -20,8 +20,8 @@ import jwt
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from service.core.db import rows_changed
 from service.core.errors import ServiceError
-from service.db import rows_changed
 from service.models import LtiDeployment, LtiLoginState, LtiPlatform, utcnow
 
 log = logging.getLogger(__name__)

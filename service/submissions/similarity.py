@@ -35,7 +35,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from grader.notebook import NOTEBOOK_SUFFIX, NotebookError, read_notebook
-from service.db import rows_changed
+from service.core.db import rows_changed
 from service.models import (
     CourseAssignment,
     ReportStatus,

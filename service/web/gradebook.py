@@ -10,9 +10,9 @@ from zoneinfo import ZoneInfo
 from flask import Response, abort, flash, jsonify, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
+from service.core.db import session
 from service.core.errors import ServiceError
 from service.courses.enrolment import find_assignment, require_instructor
-from service.db import session
 from service.lti.release import apply_settings
 from service.models import CourseAssignment, LatePolicy, ScorePolicy
 from service.pagination import page_numbers, paginate

@@ -19,10 +19,10 @@ from flask import (
 from sqlalchemy import select
 from werkzeug.wrappers import Response as BaseResponse
 
+from service.core.db import session
 from service.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from service.courses.accounts import create_user, issue_token, revoke_token
 from service.courses.enrolment import course_by_code, enrol, find_assignment, require_instructor
-from service.db import session
 from service.grading.waiting import sandbox_status
 from service.models import Course, CourseAssignment, CourseRole, Role, User
 from service.pagination import page_numbers

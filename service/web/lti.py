@@ -7,9 +7,9 @@ from flask import current_app, flash, redirect, render_template, request, url_fo
 from sqlalchemy import select
 from werkzeug.wrappers import Response as BaseResponse
 
+from service.core.db import session
 from service.core.errors import Forbidden, NotFound, ServiceError
 from service.courses.enrolment import course_by_code, taught_assignment
-from service.db import session
 from service.lti import pages
 from service.lti.keys import published_keys, retired_key_days, rotate_key
 from service.lti.pages import ReleaseState, course_contexts, lms_page, roster_of

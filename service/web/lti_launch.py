@@ -23,8 +23,8 @@ from sqlalchemy import select
 from werkzeug.exceptions import HTTPException
 from werkzeug.wrappers import Response as BaseResponse
 
+from service.core.db import session
 from service.core.errors import Forbidden, NotFound, ServiceError
-from service.db import session
 from service.lti import deep_linking
 from service.lti.keys import jwks, retired_key_days
 from service.lti.launch import (

@@ -9,8 +9,8 @@ from flask import Blueprint, render_template
 from flask_wtf.csrf import CSRFError
 from werkzeug.exceptions import HTTPException
 
+from service.core.db import session
 from service.core.errors import ServiceError
-from service.db import session
 from service.web.security import security_headers
 
 PACKAGE = Path(__file__).resolve().parents[1]

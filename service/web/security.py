@@ -139,9 +139,9 @@ login_throttle: Shared[LoginThrottle] = Shared("autograde.login_throttle")
 def throttled_authenticate(username: str, password: str) -> Any:
     """``authenticate`` behind the login throttle: TooManyLogins (429) for an address with too
     many failures, a delay for an account with too many, Unauthorized for a wrong password."""
+    from service.core.db import session
     from service.core.errors import ServiceError, Unauthorized
     from service.courses.accounts import authenticate
-    from service.db import session
 
     throttle = login_throttle()
     address = request.remote_addr or "-"

@@ -14,7 +14,7 @@ from flask import redirect, request, session, url_for
 from sqlalchemy import delete, select
 from werkzeug.wrappers import Response
 
-from service.db import session as db_session
+from service.core.db import session as db_session
 from service.models import User, WebSession, utcnow
 
 _CACHE = "autograde.web_user"

@@ -21,9 +21,9 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from assignments.spec import load_spec
 from grader.notebook import NOTEBOOK_SUFFIX
+from service.core.db import session
 from service.core.errors import ServiceError
 from service.courses.enrolment import course_role, find_assignment, visible_assignments
-from service.db import session
 from service.grading.status_watch import submission_after_wait
 from service.http import int_arg
 from service.models import CourseAssignment, CourseRole, Submission, SubmissionStatus, User

@@ -5,8 +5,8 @@ from __future__ import annotations
 from flask import abort, current_app, flash, redirect, render_template, url_for
 from werkzeug.wrappers import Response as BaseResponse
 
+from service.core.db import session
 from service.core.errors import ServiceError
-from service.db import session
 from service.models import Course, WebhookEndpoint
 from service.web.forms import ButtonForm, WebhookForm
 from service.web.pages import page_blueprint

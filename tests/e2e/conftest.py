@@ -23,9 +23,9 @@ from devkit.browser import COURSE, XSS, Live, browser_unavailable
 from devkit.courses import PASSWORD
 from devkit.skips import skip_reasons
 from devkit.stack import Stack, free_port
-from service import db
 from service.app import create_app
 from service.cli.database import app_session
+from service.core import db
 from service.courses.accounts import create_user
 from service.courses.enrolment import create_course, enrol, sync_assignments
 from service.models import CourseAssignment, CourseRole, Role, utcnow

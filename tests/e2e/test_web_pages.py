@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from devkit.courses import PASSWORD, Factory
 from devkit.pages import csrf_token, log_in
-from service import db
+from service.core import db
 from service.models import (
     CourseAssignment,
     CourseRole,

@@ -17,7 +17,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
 from devkit.courses import PASSWORD, Factory
-from service import db
+from service.core import db
 from service.grading.exactly_once import Claim, store_result
 from service.models import (
     CourseAssignment,

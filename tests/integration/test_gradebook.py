@@ -15,7 +15,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from devkit.courses import PASSWORD, Factory
-from service import db
+from service.core import db
 from service.grading.exactly_once import Claim, store_result
 from service.models import (
     CourseAssignment,

@@ -11,7 +11,7 @@ import pytest
 from flask import Flask
 
 from devkit.courses import seed_course, signed_in
-from service import db
+from service.core import db
 from service.models import CourseAssignment, User
 from service.submissions.instructor import export_scores_csv
 

@@ -27,7 +27,7 @@ from devkit.lti_platform import (
     LmsPlatform,
     new_key,
 )
-from service import db
+from service.core import db
 from service.courses.accounts import create_user, issue_token
 from service.grading.exactly_once import GradingPolicy, claim, store_result
 from service.lti.identity import lms_users_of

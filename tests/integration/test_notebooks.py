@@ -18,7 +18,7 @@ from devkit.courses import Factory
 from devkit.notebooks import LEAK_CLASS_CELL, causal_leak_notebook, notebook
 from devkit.pages import log_in
 from grader.report import render_report
-from service import db
+from service.core import db
 from service.grading.exactly_once import Outcome
 from service.models import CourseRole, Role, Submission, SubmissionFile
 from service.tasks import current_grading

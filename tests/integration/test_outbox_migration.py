@@ -11,7 +11,7 @@ from flask import Flask
 from sqlalchemy import create_engine, select, text
 
 from devkit.courses import Factory
-from service import db
+from service.core import db
 from service.grading.outbox import due
 from service.models import (
     DeliveryStatus,

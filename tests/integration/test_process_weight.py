@@ -39,7 +39,7 @@ def _loaded(code: str, tmp_path: Path) -> list[str]:
 
 def test_the_web_process_serves_without_torch(tmp_path: Path) -> None:
     code = """
-from service import db
+from service.core import db
 from service.app import create_app
 db.upgrade(create_app().config["DATABASE_URL"])
 app = create_app()

@@ -6,7 +6,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import text
 
 from devkit.courses import PASSWORD, Factory
-from service import db
+from service.core import db
 
 
 def test_login_issues_a_token_shown_once_and_stored_hashed(client: FlaskClient,

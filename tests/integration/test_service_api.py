@@ -140,7 +140,7 @@ def test_rate_limit_per_student_and_assignment(app: Flask, client: FlaskClient,
     course = factory.course()
     assignment = factory.assignment(course)
     assignment.rate_limit_count, assignment.rate_limit_window_seconds = 2, 3600
-    from service import db
+    from service.core import db
 
     db.session().commit()
     ada = factory.headers(factory.user("ada", course=course))

@@ -17,7 +17,7 @@ from devkit.corpora import corpus
 from devkit.courses import Factory
 from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable, create_backend
-from service import db
+from service.core import db
 from service.courses.accounts import create_user
 from service.grading.exactly_once import (
     GradingInterrupted,

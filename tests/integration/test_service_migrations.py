@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect
 
-from service import db
+from service.core import db
 from service.models import Base
 
 

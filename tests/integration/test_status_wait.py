@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 from devkit.corpora import corpus
 from devkit.courses import PASSWORD, Factory
 from devkit.stack import REDIS_URL, redis_or_skip
-from service import db
+from service.core import db
 from service.grading.exactly_once import GradingPolicy, claim
 from service.grading.status_watch import RedisSource, SqliteSource, StatusWatch, status_publisher
 from service.models import Submission

@@ -20,7 +20,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from devkit.corpora import corpus
 from devkit.courses import PASSWORD, Factory
 from devkit.webhooks import Receiver
-from service import db
+from service.core import db
 from service.grading.events import Announcer
 from service.grading.exactly_once import GradingPolicy, claim, give_up, store_result
 from service.models import (

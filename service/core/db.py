@@ -14,7 +14,7 @@ from service.core.extensions import Shared
 if TYPE_CHECKING:
     from alembic.config import Config as AlembicConfig
 
-MIGRATIONS = Path(__file__).resolve().parents[1] / "migrations"
+MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 
 
 class Database:
