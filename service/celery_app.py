@@ -1,8 +1,8 @@
 """Celery bound to the Flask app: one ``celery_init_app``, tasks run inside the app context.
 
-The web process needs Celery only to send tasks by name (``service.queue``); the worker adds the
-tasks themselves by importing ``service.tasks`` (``service.worker`` does), so nothing here loads
-the grading pipeline.
+The web process needs Celery only to send tasks by name (``service.core.queue``); the worker adds
+the tasks themselves by importing ``service.tasks`` (``service.worker`` does), so nothing here
+loads the grading pipeline.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from flask import Flask
 
 from service.config import celery_settings
 from service.core.db import database
-from service.queue import celery as shared_celery
+from service.core.queue import celery as shared_celery
 from service.queue_wake import wake_address, waker
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from service.queue import REAP_TASK, SEND_DUE_TASK, SYNC_ALL_TASK
+from service.core.queue import REAP_TASK, SEND_DUE_TASK, SYNC_ALL_TASK
 from service.queue_wake import wakeable_broker_url
 
 ENV_PREFIX = "AUTOGRADE"

@@ -1,10 +1,10 @@
 """The worker: its Celery tasks (thin, named, taking ids) and the objects they run on.
 
 This is the one place the worker is wired, and only the worker imports it (``service.worker``):
-the web side sends these tasks by name through ``service.queue``. The submission grading (pipeline,
-sandbox backend, policy) and the announcer (the channels finished submissions are delivered on) are
-built here, once per worker process on first use, from the app's config. Grading itself lives
-in ``service.grading.exactly_once``.
+the web side sends these tasks by name through ``service.core.queue``. The submission grading
+(pipeline, sandbox backend, policy) and the announcer (the channels finished submissions are
+delivered on) are built here, once per worker process on first use, from the app's config.
+Grading itself lives in ``service.grading.exactly_once``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,16 @@ from grader.pipeline import GradingPipeline, use_one_thread
 from sandbox import create_backend
 from sandbox.selection import choose_backend
 from service.core.db import database, session
+from service.core.queue import (
+    DELIVER_TASK,
+    GRADE_TASK,
+    REAP_TASK,
+    SEND_DUE_TASK,
+    SIMILARITY_TASK,
+    SYNC_ALL_TASK,
+    SYNC_COURSE_TASK,
+    enqueue,
+)
 from service.grading import outbox
 from service.grading.events import Announcer, announcer
 from service.grading.exactly_once import (
@@ -48,16 +58,6 @@ from service.lti.services import (
     ServiceSettings,
     contexts_to_sync,
     sync_context,
-)
-from service.queue import (
-    DELIVER_TASK,
-    GRADE_TASK,
-    REAP_TASK,
-    SEND_DUE_TASK,
-    SIMILARITY_TASK,
-    SYNC_ALL_TASK,
-    SYNC_COURSE_TASK,
-    enqueue,
 )
 from service.submissions.similarity import run_report
 from service.webhooks.delivery import WebhookChannel, WebhookCourier, WebhookPolicy

@@ -5,7 +5,7 @@ The only module that imports the tasks, so only the worker loads the grading pip
 from celery.signals import celeryd_init, worker_process_shutdown
 
 from service.app import create_app
-from service.queue import celery as shared_celery
+from service.core.queue import celery as shared_celery
 from service.tasks import (
     PollQueueOften,
     close_grading,

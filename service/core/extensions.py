@@ -1,7 +1,7 @@
 """A typed accessor to one of the app's shared objects, under its key in ``app.extensions``.
 
 Each owner declares the accessor of what it shares beside it (``service.core.db.database``,
-``service.queue.celery``, ``service.grading.status_watch.status_watch``, ...): it is installed
+``service.core.queue.celery``, ``service.grading.status_watch.status_watch``, ...): it is installed
 on the Flask app once and read back through the accessor, never through
 ``current_app.extensions["..."]`` at the call site. This module imports nothing of ours, so any
 owner may import it without a cycle.

@@ -23,7 +23,7 @@ from flask import current_app
 from sqlalchemy import and_, select, update
 from sqlalchemy.orm import Session
 
-from service import queue
+from service.core import queue
 from service.core.errors import NotFound
 from service.grading.events import Event
 from service.grading.outbox import Outcome, RetryPolicy, Sent, Settled, attempt, dispatch_due, due

@@ -17,7 +17,7 @@ import requests
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from service import queue
+from service.core import queue
 from service.lti.passback import PERMANENT, AccessTokens, DeliveryError
 from service.lti.provision import (
     LINEITEM_READ_SCOPE,

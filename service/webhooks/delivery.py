@@ -23,7 +23,7 @@ from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 from standardwebhooks import Webhook
 
-from service import queue
+from service.core import queue
 from service.grading.events import Event
 from service.grading.outbox import Outcome, RetryPolicy, Sent, attempt, dispatch_due, due
 from service.lti.identity import lms_identity
