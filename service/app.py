@@ -18,8 +18,8 @@ from service.api import lti as api_lti
 from service.celery_app import celery_init_app
 from service.config import load_config
 from service.core.db import Database, database, session
+from service.core.edge import install_edge_checks
 from service.core.errors import register_error_handlers
-from service.edge import install_edge_checks
 from service.grading.status_watch import StatusWatch, status_watch
 from service.web import init_web
 from service.web.lti_launch import init_lti

@@ -6,8 +6,8 @@ from typing import Any
 
 from flask import request
 
+from service.core.edge import loads_checked
 from service.core.errors import ServiceError, UnsupportedMedia
-from service.edge import loads_checked
 
 
 def json_body(*required: str) -> dict[str, Any]:

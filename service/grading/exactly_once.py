@@ -37,8 +37,8 @@ from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable
 from service.core.db import rows_changed
+from service.core.edge import replace_unstorable
 from service.core.extensions import Shared
-from service.edge import replace_unstorable
 from service.grading.events import SILENT, Announcer, Event
 from service.grading.waiting import WAITING_MESSAGE
 from service.models import Result, Submission, SubmissionStatus, utcnow
