@@ -8,11 +8,11 @@ from service.api.openapi import openapi_document
 from service.auth import current_user, login_required
 from service.core.db import session
 from service.core.errors import UnsupportedMedia
+from service.core.http import int_arg, json_body
 from service.core.queue import enqueue
 from service.courses.enrolment import find_assignment, require_instructor, visible_assignments
 from service.courses.serialise import assignment_json
 from service.grading.status_watch import submission_after_wait
-from service.http import int_arg, json_body
 from service.lti.release import apply_settings
 from service.models import CourseAssignment, Submission
 from service.submissions.bulk import archive_response

@@ -7,7 +7,7 @@ from flask import Response, current_app, jsonify, request, url_for
 from service.api.views import blueprint
 from service.auth import current_user, login_required
 from service.core.db import session
-from service.http import int_arg, json_body
+from service.core.http import int_arg, json_body
 from service.webhooks.delivery import WebhookChannel, WebhookPolicy, send_test_event
 from service.webhooks.egress import EgressPolicy
 from service.webhooks.endpoints import (

@@ -7,9 +7,9 @@ from flask import Blueprint, Response, current_app, jsonify
 from service.auth.tokens import current_token, current_user, login_required
 from service.core.db import session
 from service.core.errors import NotFound
+from service.core.http import json_body
 from service.courses.accounts import issue_token, revoke_token
 from service.courses.serialise import token_json, user_json
-from service.http import json_body
 from service.web.security import throttled_authenticate
 
 blueprint = Blueprint("auth", __name__, url_prefix="/auth")

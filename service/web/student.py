@@ -23,10 +23,10 @@ from assignments.spec import load_spec
 from grader.notebook import NOTEBOOK_SUFFIX
 from service.core.db import session
 from service.core.errors import ServiceError
+from service.core.http import int_arg
 from service.core.queue import enqueue
 from service.courses.enrolment import course_role, find_assignment, visible_assignments
 from service.grading.status_watch import submission_after_wait
-from service.http import int_arg
 from service.models import CourseAssignment, CourseRole, Submission, SubmissionStatus, User
 from service.submissions.catalogue import assignment_detail, public_file
 from service.submissions.dashboard import (
