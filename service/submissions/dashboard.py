@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from grader.notebook import CELL_REF
 from service.core.errors import ServiceError
+from service.core.pagination import PER_PAGE, Page, paginate
 from service.courses.enrolment import course_role
 from service.models import (
     Course,
@@ -27,7 +28,6 @@ from service.models import (
     SubmissionStatus,
     User,
 )
-from service.pagination import PER_PAGE, Page, paginate
 from service.submissions.gradebook import Scored, counted_score, scored_submissions, standings
 from service.submissions.instructor import load_submissions
 from service.submissions.submitting import submission_json

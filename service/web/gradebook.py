@@ -12,11 +12,11 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from service.core.db import session
 from service.core.errors import ServiceError
+from service.core.pagination import page_numbers, paginate
 from service.core.queue import enqueue
 from service.courses.enrolment import find_assignment, require_instructor
 from service.lti.release import apply_settings
 from service.models import CourseAssignment, LatePolicy, ScorePolicy
-from service.pagination import page_numbers, paginate
 from service.submissions.dashboard import queue_counts
 from service.submissions.gradebook import gradebook as gradebook_rows
 from service.submissions.gradebook import standings

@@ -21,12 +21,12 @@ from werkzeug.wrappers import Response as BaseResponse
 
 from service.core.db import session
 from service.core.errors import Conflict, Forbidden, NotFound, ServiceError
+from service.core.pagination import page_numbers
 from service.core.queue import SIMILARITY_TASK, enqueue, send
 from service.courses.accounts import create_user, issue_token, revoke_token
 from service.courses.enrolment import course_by_code, enrol, find_assignment, require_instructor
 from service.grading.waiting import sandbox_status
 from service.models import Course, CourseAssignment, CourseRole, Role, User
-from service.pagination import page_numbers
 from service.submissions.bulk import archive_response
 from service.submissions.dashboard import (
     SubmissionFilter,
