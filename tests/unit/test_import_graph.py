@@ -1,9 +1,12 @@
-"""Imports go one way: no module of ours imports one that imports it back, directly or round a
-longer loop, at the top, inside a function or under ``TYPE_CHECKING``."""
+"""Imports go one way: no module of ours imports one that imports it back, and no folder of ours
+imports one that imports it back, directly or round a longer loop, at the top, inside a function
+or under ``TYPE_CHECKING``."""
 
 from __future__ import annotations
 
 import ast
+from collections import deque
+from itertools import pairwise
 from pathlib import Path
 
 from devkit.paths import REPO
@@ -75,6 +78,60 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
     graph = {name: _imports(name, path, modules) for name, path in modules.items()}
     loops = [sorted(group) for group in _loops(graph)]
     assert loops == [], f"import loops: {loops}"
+
+
+def _folder(path: Path) -> str:
+    """The folder a module belongs to (a package's ``__init__`` belongs to the package)."""
+    return path.parent.relative_to(REPO).as_posix()
+
+
+def _round_trip(graph: dict[str, set[str]], group: set[str]) -> list[str]:
+    """A shortest way from the group's first member back to itself, within the group."""
+    start = min(group)
+    paths = {start: [start]}
+    waiting = deque([start])
+    while waiting:
+        here = waiting.popleft()
+        for there in sorted(graph[here] & group):
+            if there == start:
+                return [*paths[here], start]
+            if there not in paths:
+                paths[there] = [*paths[here], there]
+                waiting.append(there)
+    raise ValueError(f"no way back to {start} within {sorted(group)}")
+
+
+def _folder_loops(modules: dict[str, Path]) -> list[str]:
+    """Each loop among folders, named as a round trip with one import that makes each step."""
+    why: dict[tuple[str, str], str] = {}
+    graph: dict[str, set[str]] = {_folder(path): set() for path in modules.values()}
+    for name in sorted(modules):
+        for imported in sorted(_imports(name, modules[name], modules)):
+            step = (_folder(modules[name]), _folder(modules[imported]))
+            if step[0] != step[1]:
+                graph[step[0]].add(step[1])
+                why.setdefault(step, f"{name} imports {imported}")
+    named = []
+    for group in sorted(_loops(graph), key=min):
+        trip = _round_trip(graph, group)
+        steps = "".join(f"\n  -> {there}  ({why[(here, there)]})"
+                        for here, there in pairwise(trip))
+        named.append(f"{trip[0]}{steps}\n  (the loop's folders: {', '.join(sorted(group))})")
+    return named
+
+
+def test_a_folder_loop_is_named_as_a_round_trip() -> None:
+    graph = {"a": {"b", "d"}, "b": {"c"}, "c": {"a", "b"}, "d": set()}
+    assert [sorted(group) for group in _loops(graph)] == [["a", "b", "c"]]
+    assert _round_trip(graph, {"a", "b", "c"}) == ["a", "b", "c", "a"]
+    assert _round_trip(graph, {"b", "c"}) == ["b", "c", "b"]
+
+
+def test_no_folder_imports_one_that_imports_it_back() -> None:
+    """Each folder is one node, apart from its subfolders: ``service/`` holds the wiring, so
+    nothing below it may import from it."""
+    loops = _folder_loops(_modules())
+    assert loops == [], "import loops between folders:\n" + "\n".join(loops)
 
 
 # What each package may not import, at the top or in a function: the layers below the service
