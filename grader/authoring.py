@@ -8,9 +8,12 @@ Pairs that cannot co-occur are counted, never silently left out. Variants run in
 
 from __future__ import annotations
 
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
-from assignments import Assignment, KnownMistake, ProbePlan
+from assignments import Assignment, ProbePlan
 from grader.in_process import run_in_process
 from grader.mistake_search import co_occurring_pairs
 from grader.pipeline import judge_outcomes, use_one_thread
@@ -131,13 +134,19 @@ def _codes(codes: frozenset[str]) -> str:
     return ", ".join(sorted(codes)) or "none"
 
 
-def coverage_report(assignment: Assignment, *, seed: int = 0) -> CoverageReport:
+def coverage_report(assignment: Assignment, *, seed: int = 0, workers: int = 1) -> CoverageReport:
+    """The coverage table of ``assignment`` on the probe plan of ``seed``. With ``workers`` > 1
+    the rows are computed in that many fresh processes (each loads the package itself); the
+    report is the same."""
     use_one_thread()
-    plan = assignment.build_plan(seed)
     pairs = co_occurring_pairs(assignment.mistakes)
-    rows = [_row(assignment, plan, ())]
-    rows += [_row(assignment, plan, (mistake,)) for mistake in assignment.mistakes]
-    rows += [_row(assignment, plan, pair) for pair in pairs]
+    combinations: list[tuple[str, ...]] = [(), *((m.id,) for m in assignment.mistakes),
+                                           *((a.id, b.id) for a, b in pairs)]
+    if workers > 1 and len(combinations) > workers:
+        rows = _rows_in_processes(assignment, seed, combinations, workers)
+    else:
+        plan = assignment.build_plan(seed)
+        rows = [_row(assignment, plan, ids) for ids in combinations]
     examined = {(a.id, b.id) for a, b in pairs}
     mistakes = assignment.mistakes
     excluded = tuple((a.id, b.id) for i, a in enumerate(mistakes) for b in mistakes[i + 1:]
@@ -145,13 +154,35 @@ def coverage_report(assignment: Assignment, *, seed: int = 0) -> CoverageReport:
     return CoverageReport(assignment.slug, seed, tuple(rows), excluded)
 
 
-def _row(assignment: Assignment, plan: ProbePlan,
-         mistakes: tuple[KnownMistake, ...]) -> CoverageRow:
-    student = run_in_process(assignment.reference(frozenset(m.id for m in mistakes)), plan)
+def _rows_in_processes(assignment: Assignment, seed: int,
+                       combinations: list[tuple[str, ...]], workers: int) -> list[CoverageRow]:
+    """The rows of ``combinations``, in order, from ``workers`` spawned processes (a fork of a
+    process that may hold threads and connections is not safe)."""
+    chunks = [combinations[i::workers] for i in range(workers)]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        results = list(pool.map(_rows_of_chunk, [assignment.slug] * workers,
+                                [assignment.root.parent] * workers, [seed] * workers, chunks))
+    by_combination = {row.mistakes: row for chunk in results for row in chunk}
+    return [by_combination[ids] for ids in combinations]
+
+
+def _rows_of_chunk(slug: str, root: Path, seed: int,
+                   combinations: list[tuple[str, ...]]) -> list[CoverageRow]:
+    from grader.loader import load_assignment
+
+    use_one_thread()
+    assignment = load_assignment(slug, root=root)
+    plan = assignment.build_plan(seed)
+    return [_row(assignment, plan, ids) for ids in combinations]
+
+
+def _row(assignment: Assignment, plan: ProbePlan, ids: tuple[str, ...]) -> CoverageRow:
+    student = run_in_process(assignment.reference(frozenset(ids)), plan)
     scored, diagnoses, _ = judge_outcomes(assignment, plan, student)
     return CoverageRow(
-        mistakes=tuple(m.id for m in mistakes),
-        expected=frozenset(m.code for m in mistakes),
+        mistakes=ids,
+        expected=frozenset(assignment.mistake(m).code for m in ids),
         diagnosed=frozenset(d.code for d in diagnoses),
         score=sum(score for _, _, score in scored),
         max_score=assignment.max_score,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -53,6 +54,9 @@ def register(commands: Commands) -> None:
                        "prove an assignment sound: the table of its mistakes' coverage")
     check.add_argument("slug", metavar="SLUG", help="the assignment")
     check.add_argument("--seed", type=int, default=0, metavar="N", help="the seed to check with")
+    check.add_argument("--jobs", type=int, default=0, metavar="N",
+                       help="variants graded in parallel processes (default: the machine's "
+                       "cores)")
     check.set_defaults(handler=_check)
     add_authoring_commands(actions)
     commands.listed["local"].append(
@@ -138,6 +142,7 @@ def _check(args: argparse.Namespace) -> int:
     from grader.authoring import coverage_report
     from grader.loader import load_assignment
 
-    report = coverage_report(load_assignment(args.slug), seed=args.seed)
+    report = coverage_report(load_assignment(args.slug), seed=args.seed,
+                             workers=args.jobs if args.jobs > 0 else os.cpu_count() or 1)
     print(report.render())
     return 0 if report.sound else 1

@@ -72,6 +72,7 @@ def test_check_explains_a_mistake_that_changes_nothing(course: Path) -> None:
     report = coverage_report(load_assignment("week-one"), seed=0)
     assert not report.sound
     text = report.render()
+    assert coverage_report(load_assignment("week-one"), seed=0, workers=2).render() == text
     assert "mistake missing-scale scores full marks" in text
     assert "not recognised: missing-scale" in text  # in its pairs
     assert "check 1.3 (output dtype equals input dtype) lost points" in text
