@@ -16,7 +16,8 @@ from pathlib import Path
 from assignments import Assignment, ProbePlan
 from grader.in_process import run_in_process
 from grader.mistake_search import co_occurring_pairs
-from grader.pipeline import judge_outcomes, use_one_thread
+from grader.outcomes import CallOutcome
+from grader.pipeline import VariantKey, judge_outcomes, reference_outcomes, use_one_thread
 
 
 @dataclass(frozen=True)
@@ -145,8 +146,7 @@ def coverage_report(assignment: Assignment, *, seed: int = 0, workers: int = 1) 
     if workers > 1 and len(combinations) > workers:
         rows = _rows_in_processes(assignment, seed, combinations, workers)
     else:
-        plan = assignment.build_plan(seed)
-        rows = [_row(assignment, plan, ids) for ids in combinations]
+        rows = _rows(assignment, seed, combinations)
     examined = {(a.id, b.id) for a, b in pairs}
     mistakes = assignment.mistakes
     excluded = tuple((a.id, b.id) for i, a in enumerate(mistakes) for b in mistakes[i + 1:]
@@ -172,14 +172,31 @@ def _rows_of_chunk(slug: str, root: Path, seed: int,
     from grader.loader import load_assignment
 
     use_one_thread()
-    assignment = load_assignment(slug, root=root)
+    return _rows(load_assignment(slug, root=root), seed, combinations)
+
+
+def _rows(assignment: Assignment, seed: int,
+          combinations: list[tuple[str, ...]]) -> list[CoverageRow]:
+    """The rows of ``combinations`` on one plan: the reference and each variant run once for
+    all of them."""
     plan = assignment.build_plan(seed)
-    return [_row(assignment, plan, ids) for ids in combinations]
+    runs = _Runs(reference_outcomes(assignment, plan), {})
+    return [_row(assignment, plan, ids, runs) for ids in combinations]
 
 
-def _row(assignment: Assignment, plan: ProbePlan, ids: tuple[str, ...]) -> CoverageRow:
+@dataclass(frozen=True)
+class _Runs:
+    """What the reference and the variants returned on the report's plan."""
+
+    reference: dict[str, CallOutcome]
+    variants: dict[VariantKey, CallOutcome]
+
+
+def _row(assignment: Assignment, plan: ProbePlan, ids: tuple[str, ...],
+         runs: _Runs) -> CoverageRow:
     student = run_in_process(assignment.reference(frozenset(ids)), plan)
-    scored, diagnoses, _ = judge_outcomes(assignment, plan, student)
+    scored, diagnoses, _ = judge_outcomes(assignment, plan, student, reference=runs.reference,
+                                          variants=runs.variants)
     return CoverageRow(
         mistakes=ids,
         expected=frozenset(assignment.mistake(m).code for m in ids),

@@ -9,7 +9,7 @@ import dataclasses
 import os
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple
 
@@ -161,6 +161,10 @@ def reference_outcomes(assignment: Assignment, plan: ProbePlan) -> dict[str, Cal
             **learning.REFERENCE_TRAININGS.outcomes(assignment, plan)}
 
 
+VariantKey = tuple[frozenset[str], str, bool]
+"""(the mistakes switched on, the call, whether gradients were wanted): one variant run."""
+
+
 def judge_outcomes(
     assignment: Assignment,
     plan: ProbePlan,
@@ -169,9 +173,14 @@ def judge_outcomes(
     lost_code: str = "runtime-error",
     extra_findings: Sequence[Finding] = (),
     reference: Mapping[str, CallOutcome] | None = None,
+    variants: MutableMapping[VariantKey, CallOutcome] | None = None,
 ) -> Judgement:
     """Judge validated outcomes against the reference (``reference_outcomes``, computed here
-    unless given): scored checks, diagnoses and what the host computed of each training run."""
+    unless given): scored checks, diagnoses and what the host computed of each training run.
+
+    ``variants`` keeps the known-mistake variants' outcomes on this plan (they do not depend on
+    the student): judging many submissions of one plan with the same mapping runs each
+    variant's call once."""
     probed = learning.without_training(plan)
     if reference is None:
         reference = reference_outcomes(assignment, plan)
@@ -181,11 +190,16 @@ def judge_outcomes(
     verdicts = [(check, judge(check, context, kinds)) for check in assignment.checks]
 
     namespaces: dict[frozenset[str], Namespace] = {}
+    known = {} if variants is None else variants
 
     def variant(mistakes: frozenset[str], call_id: str, backward: bool) -> CallOutcome:
-        if mistakes not in namespaces:
-            namespaces[mistakes] = assignment.reference(mistakes)
-        return run_call_in_process(namespaces[mistakes], plan, call_id, backward=backward)
+        key = (mistakes, call_id, backward)
+        if key not in known:
+            if mistakes not in namespaces:
+                namespaces[mistakes] = assignment.reference(mistakes)
+            known[key] = run_call_in_process(namespaces[mistakes], plan, call_id,
+                                             backward=backward)
+        return known[key]
 
     findings = diagnose(DiagnosisInput(
         plan=probed,

@@ -12,7 +12,8 @@ from assignments import Assignment
 from grader.authoring import coverage_report
 from grader.in_process import run_in_process
 from grader.loader import load_assignment
-from grader.pipeline import judge_outcomes, use_one_thread
+from grader.outcomes import CallOutcome
+from grader.pipeline import VariantKey, judge_outcomes, use_one_thread
 
 
 def _codes(assignment: Assignment, mistakes: set[str], seed: int) -> tuple[set[str], float]:
@@ -64,3 +65,21 @@ def test_three_mistakes_are_named_per_scenario_without_guessing(attention: Assig
 def test_assignment_check_is_sound_for_every_co_occurring_pair(slug: str) -> None:
     report = coverage_report(load_assignment(slug), seed=31, workers=2)
     assert report.sound, report.render()
+
+
+def test_variants_kept_across_submissions_change_no_verdict(attention: Assignment) -> None:
+    use_one_thread()
+    plan = attention.build_plan(5)
+    kept: dict[VariantKey, CallOutcome] = {}
+    for mistakes in ({"softmax-wrong-axis"}, {"missing-scale", "mask-inverted"}):
+        student = run_in_process(attention.reference(frozenset(mistakes)), plan)
+        alone = judge_outcomes(attention, plan, student)
+        before = len(kept)
+        shared = judge_outcomes(attention, plan, student, variants=kept)
+        assert len(kept) > before
+        assert [d.to_json() for d in shared.diagnoses] == [d.to_json() for d in alone.diagnoses]
+        assert [s for _, _, s in shared.scored] == [s for _, _, s in alone.scored]
+    runs = len(kept)
+    student = run_in_process(attention.reference(frozenset({"softmax-wrong-axis"})), plan)
+    judge_outcomes(attention, plan, student, variants=kept)
+    assert len(kept) == runs  # the same submission again runs no variant anew
