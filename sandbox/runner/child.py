@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 from . import executor
-from .executor import CallTimeout, execute_call, stage_failure
+from .executor import CallTimeout, execute_call, stage_failure, unreadable_return
 from .guards import CallBudget, ForbiddenTrap, Integrity, call_seconds, limit_address_space
 from .shared import TENSORS_DIR
 
@@ -107,6 +107,11 @@ def child_main(report_fd: int, job: Mapping[str, Any]) -> None:
             )
         except CallTimeout:
             record, tensors = {"id": call["id"], "status": "timeout", "stages": []}, {}
+        except BaseException as exc:
+            # What the call handed back broke the runner's own reading of it: that call's
+            # interface problem, and the next call runs as if nothing happened.
+            record, tensors = {"id": call["id"], "status": "interface", "stages": [],
+                               "interface": unreadable_return(exc)}, {}
         record["event"] = "call"
         record["forbidden"] = trap.take()
         record["integrity"] = integrity.take()

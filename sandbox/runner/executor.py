@@ -348,9 +348,26 @@ def backward_with(output: torch.Tensor, upstream: torch.Tensor) -> None:
 
 
 def _pick_output(returned: Any, index: int) -> Any:
-    if isinstance(returned, tuple | list):
-        return returned[index] if index < len(returned) else None
+    items = _sequence_items(returned)
+    if items is not None:
+        return items[index] if index < len(items) else None
     return returned if index == 0 else None
+
+
+def _sequence_items(value: Any) -> tuple[Any, ...] | None:
+    """The items of a real tuple or list (a subclass of one included), read with the built-in
+    type's own methods; None for anything else.
+
+    The class is ``type(value)``, which student code cannot rewrite: ``isinstance`` also
+    believes a ``__class__`` property, so an object could claim to be a tuple, pass the check
+    and then fail the built-in's methods, or run its own ``__getitem__`` outside any time budget.
+    """
+    kind = type(value)
+    if issubclass(kind, tuple):
+        return tuple.__getitem__(value, slice(None))
+    if issubclass(kind, list):
+        return tuple(list.__getitem__(value, slice(None)))
+    return None
 
 
 def _values(
@@ -420,11 +437,12 @@ def _earlier_output(earlier: list[Any], forward: int, path: list[int]) -> Any:
                                    "pass on (it raised)")
     value = earlier[forward]
     for depth, index in enumerate(path):
-        if not isinstance(value, tuple | list) or not 0 <= int(index) < len(value):
+        items = _sequence_items(value)
+        if items is None or not 0 <= int(index) < len(items):
             where = "".join(f"[{i}]" for i in path[:depth + 1])
             raise EarlierOutputMissing(f"step {forward + 1} of this call returned no item "
                                        f"{where} to pass on to the next step")
-        value = value[int(index)]
+        value = items[int(index)]
     return value
 
 
@@ -484,24 +502,35 @@ def _describe_returned(value: Any, key: str, tensors: dict[str, torch.Tensor],
         tensors[key] = value.detach().clone()
         return {"kind": "tensor", "key": key}
     if isinstance(value, torch.Tensor):
-        return {"kind": "tensor-subclass", "type": type(value).__name__[:80]}
+        return {"kind": "tensor-subclass", "type": type_name(value)}
     # The returned value itself must be a plain tuple or list (a subclass of one is "other", of
     # the wrong form); inside it, a named tuple (the cache of ``(output, cache)``) is a tuple.
     kind = ("list" if type(value) is list else "tuple" if type(value) is tuple or (
-        depth > 0 and isinstance(value, tuple)) else None)
+        depth > 0 and issubclass(type(value), tuple)) else None)
     if kind is not None and depth < MAX_RETURNED_DEPTH:
         # tuple's own methods, not a subclass's: a named tuple is read as the tuple it is.
-        items = list.__getitem__(value, slice(0, 8)) if kind == "list" else \
-            tuple.__getitem__(value, slice(0, 8))
+        items = _sequence_items(value) or ()
         return {
             "kind": kind,
             "items": [
                 _describe_returned(item, f"{key}.{index}", tensors, depth + 1)
-                for index, item in enumerate(items)
+                for index, item in enumerate(items[:8])
             ],
-            "length": list.__len__(value) if kind == "list" else tuple.__len__(value),
+            "length": len(items),
         }
-    return {"kind": "other", "type": type(value).__name__[:80]}
+    return {"kind": "other", "type": type_name(value)}
+
+
+def unreadable_return(exc: BaseException) -> str:
+    """The interface problem of a call whose returned value could not be read as data."""
+    return (f"what it returned could not be read as data ({type_name(exc)} while reading it): "
+            "return plain tensors, and tuples or lists of them, as the statement says")
+
+
+def type_name(value: Any) -> str:
+    """The name of ``value``'s class as plain text: a class may carry a ``str`` subclass as its
+    name, whose methods are the student's."""
+    return str.__str__(type(value).__name__)[:80]
 
 
 def _status_of(exc: BaseException) -> str:
@@ -538,7 +567,7 @@ def describe_exception(exc: BaseException, student_files: tuple[str, ...]) -> di
     except BaseException:
         message = "<message could not be read>"
     return {
-        "type": type(exc).__name__[:80],
+        "type": type_name(exc),
         "value_error": isinstance(exc, ValueError),
         "message": message[:MAX_MESSAGE_CHARS],
         "frames": frames[-MAX_TRACEBACK_FRAMES:],

@@ -215,3 +215,43 @@ def test_a_tuple_argument_reaches_the_submission_as_a_tuple() -> None:
     result = LocalBackend().run(job, Limits())
     calls = _calls(result)
     assert calls["typed"]["status"] == "ok", calls["typed"]
+
+
+LIAR = ATTENTION + '''
+class Liar:
+    """Claims to be a tuple: ``isinstance`` believes it, the built-in tuple's methods do not."""
+
+    @property
+    def __class__(self):
+        return tuple
+
+    def __getitem__(self, index):
+        raise TypeError("not really a tuple")
+
+    def __len__(self):
+        return 2
+
+
+def lying(q, k, v, allowed):
+    out, weights = attention(q, k, v, allowed)
+    return out, Liar()
+
+
+def lying_alone(q, k, v, allowed):
+    return Liar()
+'''
+
+
+def test_a_returned_object_that_claims_to_be_a_tuple_is_read_as_what_it_is() -> None:
+    job = make_job(LIAR, calls=[attention_call("nested", "lying"),
+                                attention_call("alone", "lying_alone"), attention_call("after")])
+    result = LocalBackend().run(job, Limits())
+    calls = _calls(result)
+    assert list(calls) == ["nested", "alone", "after"], result.stderr
+    nested = calls["nested"]["stages"][0]["returned"]
+    assert nested["kind"] == "tuple"
+    assert nested["items"][1] == {"kind": "other", "type": "Liar"}
+    assert calls["alone"]["stages"][0]["returned"] == {"kind": "other", "type": "Liar"}
+    # the backward of the lone liar has no tensor to start from, and is skipped, not crashed
+    assert calls["alone"]["stages"][1]["status"] == "skipped"
+    assert calls["after"]["status"] == "ok"
