@@ -6,7 +6,9 @@ The rule a notebook is assembled by (docs/students/submitting.md states it for s
 - cells are numbered as the notebook shows them, from 1, markdown cells included; code cells
   are taken in order;
 - lines that are shell escapes or IPython magics (``!pip ...``, ``%time ...``) are dropped, and
-  a cell that starts with a cell magic (``%%bash``, ``%%time``) is dropped whole;
+  a cell that starts with a cell magic (``%%bash``, ``%%time``) is dropped whole; as in IPython,
+  a ``!`` or ``%`` is one only where a logical line starts (a line that goes on an open bracket,
+  a string or a backslash, such as ``!= 0`` inside brackets, is Python);
 - of a cell's top-level statements only imports, function and class definitions (with their
   decorators), assignments of constants (literals, and arithmetic on them) and bare string
   literals are kept; anything else (a call, a loop, a training run, a display) is left out,
@@ -116,6 +118,10 @@ def _parse(data: bytes) -> dict[str, Any]:
     except ValueError as exc:
         raise NotebookError(f"The notebook is not valid JSON ({exc}); save it again from "
                             "Jupyter.") from None
+    except RecursionError:
+        raise _too_deep() from None
+    if _depth(raw) > MAX_JSON_DEPTH:
+        raise _too_deep()
     if not isinstance(raw, dict) or ("cells" not in raw and "worksheets" not in raw):
         raise NotebookError("The file is not a Jupyter notebook (no `cells`).")
     version = raw.get("nbformat")
@@ -133,12 +139,98 @@ def _parse(data: bytes) -> dict[str, Any]:
     return raw
 
 
+MAX_JSON_DEPTH = 64
+"""Nesting deeper than this is refused: Jupyter writes a handful of levels, and every reader of
+the notebook after this one (the schema check, the copy that is kept) recurses once a level."""
+
+
+def _too_deep() -> NotebookError:
+    return NotebookError(f"The notebook nests lists or objects more than {MAX_JSON_DEPTH} "
+                         "levels deep, which no notebook Jupyter saves does; save it again "
+                         "from Jupyter.")
+
+
+def _depth(value: Any) -> int:
+    """How deeply JSON ``value`` nests lists and objects (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children = (item.values() if isinstance(item, dict)
+                    else item if isinstance(item, list) else None)
+        if children is None:
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest > MAX_JSON_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def _source(cell: Mapping[str, Any]) -> str:
     source = cell.get("source", "")
     return "".join(source) if isinstance(source, list) else str(source)
 
 
 _MAGIC = re.compile(r"^\s*[%!]")
+
+
+class _LogicalLines:
+    """Where Python's logical lines start, fed one physical line at a time: a line starts one
+    unless the line before left a bracket, a string or a backslash continuation open."""
+
+    def __init__(self) -> None:
+        self._depth = 0
+        self._quote: str | None = None
+        self._backslash = False
+
+    def at_start(self) -> bool:
+        """Whether the next line fed starts a logical line."""
+        return self._depth == 0 and self._quote is None and not self._backslash
+
+    def feed(self, line: str) -> None:
+        self._backslash = False
+        index, end = 0, len(line)
+        while index < end:
+            char = line[index]
+            if self._quote is not None:
+                if char == "\\":
+                    self._backslash = index == end - 1
+                    index += 2
+                elif line.startswith(self._quote, index):
+                    index += len(self._quote)
+                    self._quote = None
+                else:
+                    index += 1
+                continue
+            if char == "#":
+                break
+            if char in "\"'":
+                self._quote = line[index:index + 3] if line[index:index + 3] in ('"""', "'''") \
+                    else char
+                index += len(self._quote)
+                continue
+            if char in "([{":
+                self._depth += 1
+            elif char in ")]}":
+                self._depth = max(0, self._depth - 1)
+            elif char == "\\" and index == end - 1:
+                self._backslash = True
+            index += 1
+        if self._quote in ('"', "'") and not self._backslash:
+            self._quote = None  # a one-line string left open: a syntax error, reported later
+
+
+def magic_lines(lines: Sequence[str]) -> list[bool]:
+    """Which of a cell's lines are shell escapes or line magics: a ``!`` or ``%`` that opens a
+    logical line. The others are Python, however they begin."""
+    logical = _LogicalLines()
+    magic = []
+    for line in lines:
+        is_magic = logical.at_start() and _MAGIC.match(line) is not None
+        magic.append(is_magic)
+        if not is_magic:
+            logical.feed(line)
+    return magic
 
 
 def source_lines(source: str) -> list[str]:
@@ -164,8 +256,8 @@ def assemble(cells: Sequence[CodeCell]) -> Assembly:
                                     "Python"))
             continue
         keep = [True] * len(lines)
-        for index, line in enumerate(lines):
-            if _MAGIC.match(line):
+        for index, is_magic in enumerate(magic_lines(lines)):
+            if is_magic:
                 keep[index] = False
                 left_out.append(LeftOut(cell.number, index + 1, index + 1,
                                         "a shell escape or IPython magic"))

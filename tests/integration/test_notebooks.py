@@ -136,6 +136,8 @@ def _big_outputs(size: int) -> bytes:
     (_nbformat3(), 415, "nbformat 3"),
     (notebook(("markdown", "# no code")), 415, "no code cells"),
     (_big_outputs(50 << 20), 413, "upload limit"),
+    (notebook(("code", "x = 1")).replace(b'"metadata": {}', b'"metadata": {"deep": %s}'
+                                         % (b"[" * 3000 + b"]" * 3000), 1), 415, "levels deep"),
 ])
 def test_bad_notebooks_are_refused_with_a_reason_and_nothing_is_stored(
         site: Any, data: bytes, status: int, words: str) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ast
+import io
 import json
 import re
+import tokenize
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ from grader.notebook import (
     assemble,
     assemble_files,
     cite_cells,
+    magic_lines,
     read_notebook,
     with_notebook,
     without_outputs,
@@ -86,6 +89,67 @@ def test_magics_and_shell_escapes_are_dropped_with_a_note() -> None:
     assert reasons[0][:3] == (1, 1, 1) and "magic" in reasons[0][3]
     assert reasons[1][:3] == (1, 3, 3)
     assert reasons[2][:3] == (2, 1, 2) and "%%bash" in reasons[2][3]
+
+
+def test_a_bang_or_percent_inside_an_open_bracket_string_or_continuation_is_python() -> None:
+    cell = ("def ok(xs):\n    return all(\n        x\n        != 0\n        for x in xs)\n"
+            "REST = 10 \\\n    % 3\n"
+            'DOC = """\n!not a shell escape\n"""\n'
+            "!echo but this is\n")
+    assembly = assemble([CodeCell(1, cell)])
+    namespace: dict[str, Any] = {}
+    exec(assembly.source, namespace)
+    assert namespace["ok"]((1, 2)) is True and namespace["REST"] == 1
+    assert namespace["DOC"] == "\n!not a shell escape\n"
+    assert [(o.line, o.reason) for o in assembly.left_out] == [
+        (11, "a shell escape or IPython magic")]
+
+
+FRAGMENTS = [
+    "x = 1",
+    "y = (1,\n     2)",
+    "s = '''a\n!not magic (\n%neither'''",
+    "t = 'a # b'  # a comment (",
+    "u = [\n    1\n    != 2,\n]",
+    "v = 1 + \\\n    2",
+    'w = "\\"("',
+    "if x:\n    z = {'a': (1,\n  2)}",
+    'def f():\n    return """\n)"""',
+    "q = r'\\'('",
+    "# a comment with ( a bracket",
+    "",
+    "e = '''a \\\nb'''",
+    "g = ('a'\n     'b')  # ]",
+    "h = 'a \\\nb'",
+]
+
+
+def continuation_rows(source: str) -> set[int]:
+    """The rows (from 1) that continue a logical line, by Python's own tokenizer."""
+    rows: set[int] = set()
+    start = None
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if start is None:
+            if token.type in (tokenize.NL, tokenize.COMMENT, tokenize.ENDMARKER):
+                continue
+            start = token.start[0]
+        if token.type == tokenize.NEWLINE:
+            rows.update(range(start + 1, token.end[0] + 1))
+            start = None
+    return rows
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=8))
+def test_a_magic_is_seen_only_where_pythons_tokenizer_starts_a_logical_line(
+        fragments: list[str]) -> None:
+    source = "\n".join(fragments) + "\n"
+    lines = source.split("\n")[:-1]
+    continuing = continuation_rows(source)
+    # Each line in turn written as a shell escape, the lines before it as they are.
+    for row in range(1, len(lines) + 1):
+        escaped = [*lines[:row - 1], "!" + lines[row - 1]]
+        assert magic_lines(escaped)[-1] is (row not in continuing), (row, source)
 
 
 def test_a_cell_that_does_not_parse_is_kept_and_its_error_cited_at_its_cell() -> None:
@@ -185,6 +249,10 @@ def test_the_module_parses_unless_a_cell_does_not(cells: list[tuple[str, str]]) 
     (notebook(("markdown", "# only prose"), ("code", "  \n")), "no code cells"),
     (json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
                  "cells": [{"cell_type": "code", "source": 7}]}).encode(), "schema"),
+    (notebook(("code", "x = 1")).replace(b'"metadata": {}', b'"metadata": {"deep": %s}'
+                                         % (b"[" * 3000 + b"]" * 3000), 1), "levels deep"),
+    (notebook(("code", "x = 1"), metadata={"deep": json.loads("[" * 70 + "]" * 70)}),
+     "levels deep"),
 ])
 def test_bad_notebooks_are_refused_with_a_reason(data: bytes, says: str) -> None:
     with pytest.raises(NotebookError, match=says):
