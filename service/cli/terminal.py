@@ -12,23 +12,19 @@ from __future__ import annotations
 
 import re
 
+from service.core.visible import INVISIBLE_CHARS, mark
+
 # ESC-introduced sequences: CSI (ESC [ ... final), OSC / DCS / SOS / PM / APC strings (up to BEL
 # or ST), and two-character escapes; and their 8-bit C1 forms (CSI U+009B, OSC U+009D, ...).
 _SEQUENCE = re.compile(
     r"(?:\x1b\[|\x9b)[\x20-\x3f]*[\x40-\x7e]?"
     r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
     r"|\x1b[\x20-\x2f]*[\x30-\x7e]?")
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-                      "\ud800-\udfff]")
+_CONTROL = re.compile(f"[\r{INVISIBLE_CHARS}\ud800-\udfff]")
 
 
 def terminal_safe(text: str) -> str:
     """``text`` without escape sequences; other control characters made visible. A carriage
     return ends no line here (it would let a later text overwrite an earlier one)."""
     text = _SEQUENCE.sub("", text.replace("\r\n", "\n"))
-    return _CONTROL.sub(_visible, text)
-
-
-def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return _CONTROL.sub(mark, text)

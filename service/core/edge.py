@@ -23,6 +23,7 @@ from flask.json.provider import DefaultJSONProvider
 from werkzeug.routing import IntegerConverter
 
 from service.core.errors import ServiceError
+from service.core.visible import show_invisible
 
 MAX_JSON_DEPTH = 32
 MAX_INT_DIGITS = 18
@@ -158,7 +159,10 @@ def replace_unstorable(value: Any) -> Any:
 
 def _finalize(value: Any) -> Any:
     """What every ``{{ ... }}`` of a template shows: stored text that cannot be encoded (a lone
-    surrogate) is replaced instead of failing the page."""
-    if isinstance(value, str) and _UNSTORABLE.search(value):
-        return type(value)(_UNSTORABLE.sub("\ufffd", value))  # keeps Markup as Markup
-    return value
+    surrogate) is replaced instead of failing the page, and invisible or reordering characters
+    are shown as marks (``service.core.visible``). Markup stays Markup."""
+    if not isinstance(value, str):
+        return value
+    if _UNSTORABLE.search(value):
+        value = type(value)(_UNSTORABLE.sub("\ufffd", value))
+    return show_invisible(value)

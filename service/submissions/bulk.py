@@ -9,7 +9,6 @@ reaches it, and dropped once written, so memory does not grow with the size of t
 
 from __future__ import annotations
 
-import csv
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from zipstream import ZIP_DEFLATED, ZipStream
 
+from service.core.visible import CSVWriter
 from service.models import CourseAssignment, SubmissionFile
 from service.submissions.gradebook import gradebook, scored_submissions
 
@@ -45,7 +45,7 @@ def plan(session: Session, assignment: CourseAssignment, *, every_submission: bo
     """The manifest (as CSV text) and the archive's file entries, no file content read."""
     rows = gradebook(session, assignment)
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = CSVWriter(out)
     counted = {row.user.id: row.standing.counted for row in rows}
     chosen: dict[int, str] = {}
     """submission id -> folder in the archive"""

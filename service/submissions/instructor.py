@@ -6,7 +6,6 @@ and refuses the same things with the same messages.
 
 from __future__ import annotations
 
-import csv
 import io
 import math
 from collections import Counter
@@ -19,6 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from service.core.errors import NotFound, ServiceError
+from service.core.visible import CSVWriter
 from service.models import (
     CourseAssignment,
     LatePolicy,
@@ -203,7 +203,7 @@ def export_scores_csv(session: Session, assignment: CourseAssignment, *,
     """The scores CSV: a row per enrolled student with the counted submission (empty scores
     and status ``missing`` for a student who never submitted), or a row per submission."""
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = CSVWriter(out)
     rows = gradebook(session, assignment)
     if not every_submission:
         writer.writerow(GRADEBOOK_COLUMNS)

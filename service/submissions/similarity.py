@@ -373,10 +373,10 @@ def segments(code: str, ranges: Sequence[tuple[int, int]]) -> list[tuple[str, bo
 
 def report_csv(report: Report) -> str:
     """The flagged pairs as CSV, closest first, with the threshold they passed."""
-    import csv
+    from service.core.visible import CSVWriter
 
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = CSVWriter(out)
     writer.writerow(["first", "second", "score", "share_of_first", "share_of_second",
                      "threshold"])
     for pair in report.flagged:

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
+from assignments.spec import load_spec
 from service.core.errors import Forbidden, NotFound, RateLimited
 from service.courses.enrolment import course_role
 from service.models import (
@@ -28,6 +29,7 @@ from service.models import (
 )
 from service.submissions.gradebook import Deadline, Scored, deadline_of, score_of, scores_by_id
 from service.submissions.lateness import late_days
+from service.submissions.uploads import check_case_twins
 from service.submissions.visibility import student_view
 
 
@@ -55,6 +57,7 @@ def submit(session: Session, *, user: User, assignment: CourseAssignment,
     if late and assignment.late_policy is LatePolicy.REJECT:
         raise Forbidden(f"Your deadline ({deadline:%Y-%m-%d %H:%M} UTC) has passed and "
                         "this assignment does not accept late submissions.")
+    check_case_twins(files, required=[load_spec(assignment.slug).entry])
     if role is not CourseRole.INSTRUCTOR:
         _check_rate(session, user, assignment, limit, now)
     submission = Submission(user=user, assignment=assignment,

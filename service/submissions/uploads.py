@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import stat
+import unicodedata
 import zipfile
 import zlib
 from collections.abc import Iterable, Mapping
@@ -108,7 +109,7 @@ def read_zip(data: bytes, limits: UploadLimits) -> dict[str, bytes]:
         _check_entry(entry)
         if entry.is_dir() or _ignored(entry.filename):
             continue
-        name = PurePosixPath(entry.filename).name
+        name = PurePosixPath(entry.filename.replace("\\", "/")).name
         if not name.endswith(".py"):
             raise UnsupportedMedia(f"The zip holds {entry.filename!r}; only .py files are "
                                    "accepted.")
@@ -139,19 +140,48 @@ def _entry_bytes(archive: zipfile.ZipFile, entry: zipfile.ZipInfo, limit: int) -
 
 
 def check_name(name: str) -> None:
-    """A file name we can store and show: at most 255 bytes, no control characters, no NUL,
-    no lone surrogates (invalid Unicode), nothing that is not a plain name."""
+    """Refuse a file name that breaks ``name_problem``'s rule, saying why."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise ServiceError(problem)
+
+
+_DEVICES = {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$",
+            *(f"{kind}{digit}" for kind in ("COM", "LPT") for digit in "123456789¹²³")}
+
+
+def name_problem(name: str) -> str | None:
+    """What is wrong with a file name as a stored submission file, or None.
+
+    The one rule for every name that is stored, shown and written into archives: at most 255
+    bytes of valid Unicode; one plain component (no ``/`` or ``\\``, not ``.`` or ``..``); no
+    control, bidirectional or invisible character; not a Windows device name (``CON.py``) nor
+    ending in a dot or space, which Windows cannot create; not starting like a spreadsheet
+    formula or a command-line option (``=``, ``+``, ``-``, ``@``).
+    """
+    if not name:
+        return None  # an unnamed part: its reader says what it lacks
     shown = ascii(name)[:80]
-    if any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 for c in name):
-        raise ServiceError(f"The file name {shown} holds a control character; rename the "
-                           "file.")
     if any(0xd800 <= ord(c) <= 0xdfff for c in name):
-        raise ServiceError(f"The file name {shown} is not valid Unicode; rename the file.")
+        return f"The file name {shown} is not valid Unicode; rename the file."
+    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") and c != "\u200d"
+           for c in name):
+        return (f"The file name {shown} holds a control character or an invisible character; "
+                "rename the file with letters, digits, `_`, `-` and `.`.")
     if len(name.encode()) > MAX_NAME_BYTES:
-        raise ServiceError(f"The file name {shown}... is {len(name.encode())} bytes long; at "
-                           f"most {MAX_NAME_BYTES} are accepted.")
-    if name in (".", ".."):
-        raise ServiceError(f"{shown} is not a file name.")
+        return (f"The file name {shown}... is {len(name.encode())} bytes long; at most "
+                f"{MAX_NAME_BYTES} are accepted.")
+    if name in (".", "..") or "/" in name or "\\" in name:
+        return f"{shown} is not a plain file name; rename the file."
+    if name.split(".", 1)[0].rstrip(" ").upper() in _DEVICES:
+        return (f"The file name {shown} is a Windows device name, which cannot be unpacked "
+                "there; rename the file.")
+    if name[-1] in ". ":
+        return f"The file name {shown} ends in a dot or a space; rename the file."
+    if name[0] in "=+-@":
+        return (f"The file name {shown} starts with `{name[0]}`, as a formula or an option "
+                "would; rename the file.")
+    return None
 
 
 def _check_entry(entry: zipfile.ZipInfo) -> None:
@@ -181,4 +211,20 @@ def _merge(files: dict[str, bytes], new: dict[str, bytes]) -> None:
     for name in new:
         if name in files:
             raise ServiceError(f"Two files are called {name}; file names must be unique.")
+        check_case_twins([*files, name])
     files.update(new)
+
+
+def check_case_twins(names: Iterable[str], required: Iterable[str] = ()) -> None:
+    """Refuse names that differ only in case from each other or from a required file's name
+    (``Attention.py`` beside ``attention.py``): unpacked where case does not count, one would
+    overwrite the other, and the grader would read a file the student did not mean."""
+    seen: dict[str, str] = {}
+    for name in required:
+        seen[name.casefold()] = name
+    for name in names:
+        twin = seen.get(name.casefold())
+        if twin is not None and twin != name:
+            raise ServiceError(f"{ascii(name)[:80]} differs from {ascii(twin)[:80]} only in "
+                               "case; name the file exactly as the assignment does.")
+        seen.setdefault(name.casefold(), name)

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from sqlalchemy import func, select
 
-from devkit.courses import PASSWORD, Factory
+from devkit.courses import PASSWORD, Factory, signed_in
 from service.core import db
 from service.models import (
     CourseAssignment,
@@ -92,12 +93,39 @@ def test_unreadable_zips_are_415(site: Any, archive: bytes, words: str) -> None:
     # zipfile itself ends a name at a NUL: the entry is then not a .py file.
     ("atten\x00tion.py", "control character", (415, "only .py")),
     ("\x1b[2Jattention.py", "control character", (400, "control character")),
+    ("atten\u202etion.py", "invisible character", (400, "invisible character")),
+    ("CON.py", "device name", (400, "device name")),
+    ("=HYPERLINK(1).py", "formula", (400, "formula")),
 ])
 def test_bad_file_names_are_4xx(site: Any, name: str, words: str,
                                 in_zip: tuple[int, str]) -> None:
     client, student, _ = site
     _problem(_post(client, student, [(name, GOOD)]), 400, words)
     _problem(_post(client, student, [("work.zip", _zip(name=name))]), *in_zip)
+
+
+def test_case_twins_of_each_other_or_of_the_entry_file_are_refused(site: Any) -> None:
+    client, student, _ = site
+    _problem(_post(client, student, [("attention.py", GOOD), ("Attention.py", GOOD)]), 400,
+             "only in case")
+    _problem(_post(client, student, [("ATTENTION.py", GOOD)]), 400, "only in case")
+    _problem(_post(client, student, [("work.zip", _zip(name="dir\\Attention.py"))]), 400,
+             "only in case")
+    assert db.session().scalar(select(func.count()).select_from(Submission)) == 0
+
+
+def test_invisible_characters_in_code_show_as_marks_on_the_pages(pg_app: Flask) -> None:
+    factory = Factory(pg_app)
+    course = factory.course()
+    student = factory.user("stu", course=course)
+    code = GOOD + '# is admin?\u202e \u2066 yes\u2069\n'.encode()
+    response = _post(pg_app.test_client(), factory.headers(student), [("attention.py", code)])
+    assert response.status_code == 202, response.get_json()
+    page = signed_in(pg_app, student.id).get(f"/submissions/{response.get_json()['id']}")
+    text = page.get_data(as_text=True)
+    assert page.status_code == 200
+    assert "is admin?\\u202e \\u2066 yes\\u2069" in text
+    assert not any(char in text for char in "\u202e\u2066\u2069")
 
 
 def test_a_multi_file_upload_keeps_every_file(site: Any) -> None:
