@@ -10,6 +10,7 @@ reaches it, and dropped once written, so memory does not grow with the size of t
 from __future__ import annotations
 
 import io
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from zipstream import ZIP_DEFLATED, ZipStream
 from service.core.visible import CSVWriter
 from service.models import CourseAssignment, SubmissionFile
 from service.submissions.gradebook import gradebook, scored_submissions
+from service.submissions.uploads import name_problem
 
 MANIFEST_COLUMNS = ("username", "display_name", "student_id", "submission_id", "submitted_at",
                     "counted_score", "status")
@@ -83,10 +85,18 @@ def plan(session: Session, assignment: CourseAssignment, *, every_submission: bo
 
 
 def _plain(name: str) -> str:
-    """A stored name as one path component (uploads already store plain names; this keeps
-    the archive safe to unpack even if one were not)."""
+    """A stored name as one path component that meets the upload rule
+    (``uploads.name_problem``): uploads store only such names, and a name stored before the
+    rule is written with its hidden characters as ``_`` and a leading ``_`` (which also
+    defuses a device name or a formula)."""
     part = name.replace("\\", "/").rsplit("/", 1)[-1]
-    return part if part not in ("", ".", "..") else "file"
+    if part in ("", ".", ".."):
+        return "file"
+    if name_problem(part) is None:
+        return part
+    kept = "".join("_" if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp")
+                   else char for char in part)
+    return "_" + kept.rstrip(". ")[:200]
 
 
 def _content(session: Session, file_id: int) -> Iterator[bytes]:

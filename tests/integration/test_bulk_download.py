@@ -74,6 +74,27 @@ def _manifest(archive: zipfile.ZipFile) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(archive.read("manifest.csv").decode())))
 
 
+def test_names_stored_before_the_upload_rule_enter_the_archive_made_plain(
+        pg_app: Flask, pg_factory: Factory) -> None:
+    course = pg_factory.course("ml101")
+    prof = pg_factory.user("prof", role=Role.INSTRUCTOR, course=course,
+                           course_role=CourseRole.INSTRUCTOR)
+    assignment = pg_factory.assignment(course)
+    ada = pg_factory.user("=ada", course=course)
+    _submit(ada, assignment, {"attention.py": b"# a\n", "CON.py": b"# b\n",
+                              "util\u202eyp.py": b"# c\n", "..\\..\\evil.py": b"# d\n"},
+            score=9, minutes_ago=5)
+    response = pg_app.test_client().get(
+        "/api/v1/instructor/assignments/attention/submissions.zip",
+        headers=pg_factory.headers(prof))
+    archive = zipfile.ZipFile(io.BytesIO(response.get_data()))
+    folder = "_=ada"  # the username, as a folder, meets the same rule
+    assert sorted(archive.namelist()) == sorted([
+        "manifest.csv", f"{folder}/attention.py", f"{folder}/_CON.py",
+        f"{folder}/_util_yp.py", f"{folder}/evil.py"])
+    assert [row["username"] for row in _manifest(archive)] == ["'=ada"]
+
+
 def test_the_zip_holds_the_counted_submissions_and_a_true_manifest(
         pg_app: Flask, pg_factory: Factory, pg_url: str,
         make_app: Callable[..., Flask]) -> None:
