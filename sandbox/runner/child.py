@@ -20,7 +20,14 @@ from safetensors.torch import save_file
 
 from . import executor
 from .executor import CallTimeout, execute_call, stage_failure, unreadable_return
-from .guards import CallBudget, ForbiddenTrap, Integrity, call_seconds, limit_address_space
+from .guards import (
+    CallBudget,
+    ForbiddenTrap,
+    Integrity,
+    allow_unix_sockets_only,
+    call_seconds,
+    limit_address_space,
+)
 from .shared import TENSORS_DIR
 
 
@@ -83,6 +90,7 @@ def child_main(report_fd: int, job: Mapping[str, Any]) -> None:
     integrity.install()
 
     limit_address_space(plan.get("memory_bytes"))
+    sockets = "unix-only" if allow_unix_sockets_only() else "unfiltered"
     sys.path.insert(0, job["submission_dir"])
     sys.dont_write_bytecode = True
     started = time.perf_counter()
@@ -96,7 +104,7 @@ def child_main(report_fd: int, job: Mapping[str, Any]) -> None:
         hard_exit(0)
     report.emit({
         "event": "import", "status": "ok", "seconds": time.perf_counter() - started,
-        "forbidden": trap.take(), "integrity": integrity.take(),
+        "forbidden": trap.take(), "integrity": integrity.take(), "sockets": sockets,
     })
     for call in plan["calls"]:
         integrity.at(f"call {call['id']}")

@@ -13,6 +13,7 @@ import json
 import os
 import resource
 import signal
+import struct
 import sys
 import time
 import types
@@ -364,3 +365,58 @@ SUPERVISOR_IGNORES = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUS
 def prctl(option: int, value: int) -> None:
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+# Socket families the child may create: AF_UNIX only (what a library's own socketpair needs;
+# the run has no network to reach). socket(2) and socketpair(2) of any other family fail with
+# EAFNOSUPPORT, as on a kernel built without it: no IP, no AF_VSOCK to a virtual machine's
+# host, no netlink or packet sockets, whatever the container runtime's own profile allows.
+_AF_UNIX = 1
+_EAFNOSUPPORT, _EPERM = 97, 1
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+_SOCKET_SYSCALLS = {
+    # machine: (audit arch, socket, socketpair, lowest number of another ABI or None)
+    "x86_64": (0xC000003E, 41, 53, 0x40000000),
+    "aarch64": (0xC00000B7, 198, 199, None),
+}
+
+
+def socket_filter_program(machine: str) -> list[tuple[int, int, int, int]] | None:
+    """The seccomp BPF program of the socket-family allowlist for ``machine`` (``os.uname()``),
+    as (code, jump if true, jump if false, k) instructions; None for an unknown machine.
+
+    A system call of another ABI (32-bit x86, whose ``socketcall`` hides the family in memory,
+    or x32) fails with EPERM: a 64-bit interpreter makes none."""
+    if machine not in _SOCKET_SYSCALLS:
+        return None
+    arch, socket_nr, socketpair_nr, other_abi = _SOCKET_SYSCALLS[machine]
+    load, jump_eq, jump_ge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, refuse_family, refuse_abi = 0x7FFF0000, 0x00050000 | _EAFNOSUPPORT, 0x00050000 | _EPERM
+    return [
+        (load, 0, 0, 4),                                        # 0: the ABI
+        (jump_eq, 0, 8, arch),                                  # 1: another -> 10
+        (load, 0, 0, 0),                                        # 2: the call's number
+        (jump_ge, 6, 0, other_abi or 0xFFFFFFFF),               # 3: another ABI's -> 10
+        (jump_eq, 1, 0, socket_nr),                             # 4: socket -> 6
+        (jump_eq, 0, 2, socketpair_nr),                         # 5: neither -> 8
+        (load, 0, 0, 16),                                       # 6: the family
+        (jump_eq, 0, 1, _AF_UNIX),                              # 7: unix -> 8, else -> 9
+        (ret, 0, 0, allow),                                     # 8
+        (ret, 0, 0, refuse_family),                             # 9
+        (ret, 0, 0, refuse_abi),                                # 10
+    ]
+
+
+def allow_unix_sockets_only() -> bool:
+    """Install the socket-family allowlist on this process and its children, for good; False
+    where it cannot be (an unknown machine, no seccomp)."""
+    program = socket_filter_program(os.uname().machine)
+    if program is None:
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return False
+    filters = b"".join(struct.pack("HBBI", *instruction) for instruction in program)
+    buffer = ctypes.create_string_buffer(filters)
+    fprog = struct.pack("HxxxxxxQ", len(program), ctypes.addressof(buffer))
+    return bool(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, fprog, 0, 0) == 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -255,3 +256,36 @@ def test_a_returned_object_that_claims_to_be_a_tuple_is_read_as_what_it_is() -> 
     # the backward of the lone liar has no tensor to start from, and is skipped, not crashed
     assert calls["alone"]["stages"][1]["status"] == "skipped"
     assert calls["after"]["status"] == "ok"
+
+
+SOCKETS = ATTENTION + '''
+import socket
+
+def sockets(q, k, v, allowed):
+    """Tries every family it might reach a host with, then says which it could create."""
+    made = []
+    for family, kind in ((socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, socket.SOCK_DGRAM),
+                         (40, socket.SOCK_STREAM), (socket.AF_NETLINK, socket.SOCK_RAW),
+                         (socket.AF_PACKET, socket.SOCK_RAW), (socket.AF_UNIX, socket.SOCK_STREAM)):
+        try:
+            socket.socket(family, kind).close()
+            made.append(int(family))
+        except OSError:
+            pass
+    try:
+        socket.socketpair(socket.AF_INET)
+        made.append(-2)
+    except OSError:
+        pass
+    socket.socketpair()[0].close()
+    raise RuntimeError(f"made {made}")
+'''
+
+
+def test_student_code_can_create_unix_sockets_only() -> None:
+    job = make_job(SOCKETS, calls=[attention_call("sockets", "sockets")])
+    result = LocalBackend().run(job, Limits())
+    imported = next(e for e in events_of(result.events) if e["event"] == "import")
+    assert imported["sockets"] == "unix-only"
+    failure = _calls(result)["sockets"]["stages"][0]
+    assert failure["exception"]["message"] == f"made {[int(socket.AF_UNIX)]}"
