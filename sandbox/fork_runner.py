@@ -87,6 +87,7 @@ FRAME_BYTES = 1 << 20
 _KILL_CHECK_SECONDS = 0.02
 _DRAIN_SECONDS = 2.0
 _SETUP_FAILED = 71
+_MQUEUE = "/dev/mqueue"
 
 # x86_64 system calls the job may not make: more namespaces, mounts, tracing, kernel keyrings,
 # BPF, perf, userfaultfd, io_uring, the new mount API (their attack surface, not their use).
@@ -124,12 +125,43 @@ def main(argv: list[str]) -> None:
     while True:
         job_dir = os.path.join(jobs_dir, str(number))
         runner_boot.wait_for(job_dir, float(settings["wait_poll_seconds"]))
-        uid = int(settings["uid_base"]) + number
-        root = os.path.join(out_dir, str(number))
+        manager = os.fork()
+        if manager == 0:
+            _manage(number, job_dir, out_dir, settings, stream)
+        _, status = os.waitpid(manager, 0)
+        if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+            # The job was not seen to its end and wiped: no later job may run beside its rest.
+            if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != _MANAGER_WIPE_FAILED:
+                _send(stream, b"E", number, str(_SETUP_FAILED).encode())
+            sys.exit(f"job {number} was not wiped")
+        number += 1
+
+
+_MANAGER_WIPE_FAILED = 3
+
+
+def _manage(number: int, job_dir: str, out_dir: str, settings: Mapping[str, Any],
+            stream: int) -> None:
+    """One job from start to wipe, in a process of its own forked from the server (never
+    returns). Everything of the job that passes through a process (its copy, its stream, its
+    output files) passes through this one, which exits: the server, whose fork every later job
+    starts from, never holds a byte of any job."""
+    uid = int(settings["uid_base"]) + number
+    root = os.path.join(out_dir, str(number))
+    try:
         status = _serve(job_dir, root, uid, settings, stream)
         _send(stream, b"E", number, str(status).encode())
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            os.write(2, traceback.format_exc().encode()[-4000:])
+        os._exit(1)
+    try:
         _wipe(uid, root)  # the outputs went on the stream: wiped while the host compares them
-        number += 1
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            os.write(2, traceback.format_exc().encode()[-4000:])
+        os._exit(_MANAGER_WIPE_FAILED)
+    os._exit(0)
 
 
 def _serve(job_dir: str, root: str, uid: int, settings: Mapping[str, Any], stream: int) -> int:
@@ -246,6 +278,13 @@ def _keeper(root: str, uid: int, settings: Mapping[str, Any]) -> None:
     for target in ("/tmp", "/dev/shm"):
         _mount("tmpfs", target, "tmpfs", private,
                f"size={int(settings['tmpfs_bytes'])},mode=1777")
+    if os.path.isdir(_MQUEUE):
+        # The container's /dev/mqueue shows the container's message queues, which outlive a
+        # job: the job's own IPC namespace's queues are mounted there instead, gone with it.
+        try:
+            _mount("mqueue", _MQUEUE, "mqueue", private, None)
+        except OSError:  # a runtime without mqueue: nothing to write there at all
+            _mount("tmpfs", _MQUEUE, "tmpfs", private | _MS_RDONLY, "size=4k,mode=0555")
     _mount("tmpfs", settings["jobs_mount"], "tmpfs", private | _MS_RDONLY, "size=4k,mode=0555")
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     _drop_capabilities()
@@ -288,7 +327,9 @@ def _wipe(uid: int, root: str) -> None:
     # forked: a fork of this process (torch imported) costs far more CPU than a spawn.
     cleaner = os.posix_spawn(_SETPRIV, [
         _SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
-        "/bin/sh", "-c", 'chmod -R u+rwx -- "$1" && exec find "$1" -mindepth 1 -delete',
+        # chmod's errors do not stop the removal: a file that is not the job's own (a hard
+        # link to one of root's) cannot be changed, and need not be to be unlinked.
+        "/bin/sh", "-c", 'chmod -R u+rwx -- "$1" 2>/dev/null; exec find "$1" -mindepth 1 -delete',
         "sh", root,
     ], {"PATH": "/usr/bin:/bin"}, file_actions=[
         (os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)])

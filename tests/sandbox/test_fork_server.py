@@ -84,13 +84,25 @@ def test_a_corpus_file_grades_the_same_in_both_modes(
 
 
 # The first job leaves a process of a session of its own behind, writing a file in /tmp and
-# its output folder, and files in /tmp and /dev/shm, a folder in its output folder that it
-# locked itself out of (mode 0) and a link out of it; it waits until the writer has started.
+# its output folder, and files in /tmp, /dev/shm and /dev/mqueue (a POSIX message queue), a
+# folder in its output folder that it locked itself out of (mode 0), a link out of it and a
+# hard link to a file of root's (where the kernel allows one); it prints a token and raises it
+# in every call, so that it passes through the server's relay, and waits until the writer has
+# started.
 FIRST_JOB = """
-import json, os, sys, time
-for path in ("/tmp/first-job-file", "/dev/shm/first-job-file"):
-    with open(path, "w") as handle:
-        handle.write("first")
+import json, os, secrets, sys, time
+for path in ("/tmp/first-job-file", "/dev/shm/first-job-file", "/dev/mqueue/first-job-queue"):
+    try:
+        with open(path, "w") as handle:
+            handle.write("first")
+    except OSError:
+        pass
+try:
+    os.link("/etc/hostname", os.path.join(sys.argv[2], "root-file"))
+except OSError:
+    pass
+token = "TOK" + "EN-" + secrets.token_hex(16)
+print(token, flush=True)
 locked = os.path.join(sys.argv[2], "locked")
 os.makedirs(os.path.join(locked, "inner"))
 open(os.path.join(locked, "inner", "file"), "w").close()
@@ -112,12 +124,31 @@ if os.fork() == 0:
 while not os.path.exists("/tmp/first-job-writer"):
     time.sleep(0.01)
 print(json.dumps({"uid": os.getuid(), "out": sys.argv[2], "job": sys.argv[1]}))
-""" + ATTENTION
+""" + ATTENTION + """
+def attention(q, k, v, allowed):
+    raise RuntimeError(token)  # the message travels in the runner's events
+"""
 
-# The second job reports what it can find of the first.
+# The second job reports what it can find of the first, in its files and in its own memory,
+# a copy of the process it was forked from.
 SECOND_JOB = """
-import json, os
+import json, os, re
 FIRST = json.loads({first!r})
+
+def tokens_in_memory():
+    found = set()
+    with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+        for line in maps:
+            fields = line.split()
+            if not fields[1].startswith("rw"):
+                continue
+            start, end = (int(part, 16) for part in fields[0].split("-"))
+            try:
+                mem.seek(start)
+                found.update(re.findall(rb"TOKEN-[0-9a-f]{{32}}", mem.read(end - start)))
+            except (OSError, ValueError, OverflowError):
+                pass
+    return sorted(token.decode() for token in found)
 
 def attempt(action):
     try:
@@ -140,6 +171,8 @@ print(json.dumps({{
     "uid": os.getuid(),
     "tmp": sorted(os.listdir("/tmp")),
     "shm": sorted(os.listdir("/dev/shm")),
+    "mqueue": attempt(lambda: sorted(os.listdir("/dev/mqueue"))),
+    "tokens": tokens_in_memory(),
     "first_out": attempt(lambda: sorted(os.listdir(FIRST["out"]))),
     "first_job": attempt(lambda: sorted(os.listdir(FIRST["job"]))),
     "uids": uids(),
@@ -162,7 +195,9 @@ def _flags(result: RunResult) -> set[str]:
 def test_a_job_cannot_see_the_files_or_processes_of_the_one_before(
         one_server: DockerBackend) -> None:
     first_result = one_server.run(make_job(FIRST_JOB), Limits())
-    first = _report(first_result)
+    token = first_result.stdout.splitlines()[0]
+    first = json.loads(first_result.stdout.splitlines()[1])
+    assert first_result.termination is Termination.EXITED and token.startswith("TOKEN-")
     # Its writer outlived the last report: the supervisor found it in the job's pid namespace.
     assert "process-survived" in _flags(first_result)
     second_result = one_server.run(make_job(SECOND_JOB.format(first=json.dumps(first))), Limits())
@@ -170,7 +205,8 @@ def test_a_job_cannot_see_the_files_or_processes_of_the_one_before(
     server = first_result.detail.split(",")[0]
     assert second_result.detail.startswith(server) and second_result.detail != first_result.detail
     assert second["uid"] != first["uid"]
-    assert second["tmp"] == [] and second["shm"] == []
+    assert second["tokens"] == []  # nothing the first job printed is in the second's memory
+    assert second["tmp"] == [] and second["shm"] == [] and second["mqueue"] == []
     assert second["first_out"] == second["first_job"] == "FileNotFoundError"  # wiped
     assert first["uid"] not in second["uids"]  # every process of the first job is dead
     assert second["uid"] in second["uids"]
