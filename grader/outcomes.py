@@ -132,7 +132,7 @@ class IntegrityFlag:
     flag: str
     """``trap-patched``, ``runner-patched``, ``signals-changed``, ``timer-changed``,
     ``profile-hook``, ``introspection``, ``output-folder-written``, ``output-rewritten``,
-    ``forged-report``, ``duplicate-report``, ``process-survived``."""
+    ``forged-report``, ``duplicate-report``, ``process-survived``, ``stage-overran``."""
     evidence: str
 
     def to_json(self) -> dict[str, str]:

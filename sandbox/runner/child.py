@@ -86,7 +86,8 @@ def child_main(report_fd: int, job: Mapping[str, Any]) -> None:
     # After the trap, so that the integrity snapshot holds the trap's wrappers.
     integrity = Integrity(job["out_dir"], student_files, list(plan.get("forbidden", [])),
                           _runner_parts())
-    budget = CallBudget(float(plan["call_timeout"]), integrity, job["submission_dir"])
+    budget = CallBudget(float(plan["call_timeout"]), integrity, job["submission_dir"],
+                        on_stage=lambda: report.emit({"event": "stage"}))
     integrity.install()
 
     limit_address_space(plan.get("memory_bytes"))

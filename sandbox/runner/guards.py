@@ -17,7 +17,7 @@ import struct
 import sys
 import time
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -148,16 +148,20 @@ class CallBudget:
     ``sys.modules`` that fails every later call. It waits for the import to finish, a retry
     every ``_IMPORT_RETRY_SECONDS``; the supervisor's hard limit still bounds the wait.
 
-    The hard limit is the supervisor's. A timer cancelled or a timeout swallowed inside a
-    call is noticed here and flagged.
+    The hard limit is the supervisor's, which ``on_stage`` tells each time a stage begins (it
+    budgets each stage from its start, a bounded number per call: a child that stops telling
+    gets less time, not more). A timer cancelled or a timeout swallowed inside a call is
+    noticed here and flagged.
     """
 
     _TIMERS = ((signal.ITIMER_PROF, 1.0), (signal.ITIMER_REAL, WALL_SLACK))
     _IMPORT_RETRY_SECONDS = 0.02
 
-    def __init__(self, seconds: float, integrity: Integrity, student_dir: str) -> None:
+    def __init__(self, seconds: float, integrity: Integrity, student_dir: str,
+                 on_stage: Callable[[], None] = lambda: None) -> None:
         self._seconds = seconds
         self._integrity = integrity
+        self._on_stage = on_stage
         self._student_dir = os.path.join(student_dir, "")
         for number in _BUDGET_SIGNALS:
             signal.signal(number, self._alarm)
@@ -176,6 +180,7 @@ class CallBudget:
 
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:
+        self._on_stage()
         for timer, scale in self._TIMERS:
             signal.setitimer(timer, self._seconds * scale)
         finished = False

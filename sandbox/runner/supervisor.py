@@ -227,6 +227,27 @@ class _Allowance:
                 or self._clock.seconds() >= self.cpu_until)
 
 
+class _StageClock:
+    """The stages of one call as the supervisor times them: each from its marker to the next
+    marker or the call's report, on the child's CPU clock and the wall clock."""
+
+    def __init__(self, clock: _ChildClock, seconds: float) -> None:
+        self._clock = clock
+        self._cpu_limit = seconds + WATCHDOG_GRACE_SECONDS
+        self._wall_limit = seconds * WALL_SLACK + WATCHDOG_GRACE_SECONDS
+        self._cpu, self._wall = clock.seconds(), time.monotonic()
+        self.overran: str | None = None
+        """How the first stage past its limits overran them (None: none did)."""
+
+    def next(self) -> None:
+        """End the current stage and start the next one."""
+        cpu, wall = self._clock.seconds(), time.monotonic()
+        used_cpu, used_wall = cpu - self._cpu, wall - self._wall
+        if self.overran is None and (used_cpu > self._cpu_limit or used_wall > self._wall_limit):
+            self.overran = f"{used_cpu:.1f} s of CPU and {used_wall:.1f} s on the wall clock"
+        self._cpu, self._wall = cpu, wall
+
+
 class Supervisor:
     """Checks the child's reports against the plan and streams them to the host."""
 
@@ -280,31 +301,41 @@ class Supervisor:
         """
         clock = _ChildClock(child.pid)
         run = _Allowance.starting(clock, self.run_budget)
-        event = self._expect(child, "import", None, run.sooner(
-            _Allowance.starting(clock, self.budget + WATCHDOG_GRACE_SECONDS)))
+        event = self._expect(child, "import", None, run, clock, self.budget,
+                             stages=1)
         if event is None:
             return not child.reports.closed, None
         self.channel.send(event)
         if event.get("status") != "ok":
             return False, None
         for call in self.plan["calls"]:
-            seconds = call_seconds(call, self.budget) * _stage_count(call) + (
-                WATCHDOG_GRACE_SECONDS)
-            record = self._expect(child, "call", call["id"],
-                                  run.sooner(_Allowance.starting(clock, seconds)))
+            record = self._expect(child, "call", call["id"], run, clock,
+                                  call_seconds(call, self.budget), stages=_stage_count(call))
             if record is None:
                 return not child.reports.closed, call["id"]
             self._pin_tensors(record)
             self.channel.send(record)
         return False, None
 
-    def _expect(self, child: Child, kind: str, call_id: str | None,
-                allowance: _Allowance) -> dict[str, Any] | None:
-        """The child's next report of ``kind`` (for ``call_id``) within ``allowance``.
+    def _expect(self, child: Child, kind: str, call_id: str | None, run: _Allowance,
+                clock: _ChildClock, seconds: float, *, stages: int) -> dict[str, Any] | None:
+        """The child's next report of ``kind`` (for ``call_id``), within the run's allowance
+        and the call's (``seconds`` for each of its ``stages``, and the grace).
+
+        The child sends a marker as each stage begins (at most ``stages`` count): the time
+        from one to the next, or to the report, is the stage's on this process's clocks. A
+        stage past its limits (``seconds`` of CPU time, ``WALL_SLACK`` times as much on the
+        wall clock, with the grace) makes the report a time-out, whatever the child did to its
+        own timers and clocks, and is flagged. A child that sends no markers has its whole
+        call judged as one stage.
 
         Anything else the child sends meanwhile is not what the runner sends: it is dropped
         and flagged, and the first report that fits is the one kept.
         """
+        allowance = run.sooner(_Allowance.starting(clock, seconds * stages
+                                                   + WATCHDOG_GRACE_SECONDS))
+        stage = _StageClock(clock, seconds)
+        started = 0
         while True:
             line = child.reports.next_line(
                 min(allowance.wall_until, time.monotonic() + _CPU_POLL_SECONDS))
@@ -320,9 +351,20 @@ class Supervisor:
             if not isinstance(event, dict):
                 self.flags.add("forged-report", "a report that is not an object")
                 continue
+            if event.get("event") == "stage" and len(event) == 1:
+                started += 1
+                if started <= stages:
+                    stage.next()
+                    continue
             self.flags.take_from(event)
             event.pop("integrity", None)
             if event.get("event") == kind and (call_id is None or event.get("id") == call_id):
+                stage.next()
+                if stage.overran is not None:
+                    self.flags.add("stage-overran", f"{kind} {call_id or ''}".strip()
+                                   + f": a stage took {stage.overran}")
+                    if event.get("status") in ("ok", "raised"):
+                        event["status"] = "timeout"
                 return event
             self.flags.add("forged-report", f"an unexpected {str(event.get('event'))[:20]!r} "
                            f"report while waiting for {kind} {call_id or ''}".strip())

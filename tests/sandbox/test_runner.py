@@ -289,3 +289,36 @@ def test_student_code_can_create_unix_sockets_only() -> None:
     assert imported["sockets"] == "unix-only"
     failure = _calls(result)["sockets"]["stages"][0]
     assert failure["exception"]["message"] == f"made {[int(socket.AF_UNIX)]}"
+
+
+SLEEPER = ATTENTION + '''
+import signal, time
+
+def sleeper(*args):
+    """Disarms its stage's timers, freezes the clock the runner reads, sleeps past the stage's
+    wall-clock backstop but within the sum over the call's stages, then answers correctly."""
+    for number, timer in ((signal.SIGALRM, signal.ITIMER_REAL),
+                          (signal.SIGPROF, signal.ITIMER_PROF)):
+        signal.signal(number, signal.SIG_IGN)
+        signal.setitimer(timer, 0)
+    frozen = time.monotonic()
+    time.monotonic = lambda: frozen
+    time.sleep(6)
+    return attention(*args)
+'''
+
+
+def test_a_stage_past_its_limits_on_the_supervisors_clocks_is_a_time_out() -> None:
+    # One second per stage: a 3 s wall-clock backstop (and the grace) for the forward, however
+    # much the call's other stage (its backward) would have been allowed on top.
+    job = make_job(SLEEPER, call_timeout=1,
+                   calls=[attention_call("slept", "sleeper"), attention_call("after")])
+    result = LocalBackend().run(job, Limits(run_seconds=60))
+    calls = _calls(result)
+    assert calls["slept"]["status"] == "timeout"
+    assert calls["after"]["status"] == "ok"
+    events = events_of(result.events)
+    assert not any(e["event"] == "stage" for e in events)  # markers stay with the supervisor
+    flags = [flag for e in events if e["event"] == "integrity" for flag in e["flags"]]
+    assert any(flag["flag"] == "stage-overran" and "slept" in flag["evidence"]
+               for flag in flags), flags
