@@ -1,0 +1,98 @@
+"""Object calls: a call builds an object (an optimiser) on parameters that live for the whole
+call, and each forward sets their gradients, calls a method and is judged by what the
+parameters became (``assignments.probing.parameter``, ``HeldParameters`` in the executor)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from assignments.probing import encode_call, parameter
+from grader.outcomes import CallOutcome
+from grader.validation import outcome_from_record
+from sandbox.runner.executor import execute_call
+
+
+class Sgd:
+    """Plain SGD with momentum: its state lives across steps, its parameters move in place."""
+
+    def __init__(self, params: list[torch.Tensor], lr: float) -> None:
+        self.params, self.lr = list(params), lr
+        self.velocity: dict[int, torch.Tensor] = {}
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for p in self.params:
+            if p.grad is None:
+                continue
+            v = self.velocity.setdefault(id(p), torch.zeros_like(p))
+            v.mul_(0.5).add_(p.grad)
+            p.sub_(self.lr * v)
+
+
+class DataAssigned(Sgd):
+    """The same numbers, but each parameter gets new memory through ``.data``."""
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for p in self.params:
+            if p.grad is not None:
+                p.data = p.data - self.lr * p.grad
+
+
+INPUTS = {"w": torch.tensor([1.0, 2.0]), "b": torch.tensor([3.0]),
+          "g": torch.tensor([1.0, -1.0]), "h": torch.tensor([2.0])}
+
+
+def _run(cls: type, forwards: list[dict[str, Any]]) -> CallOutcome:
+    call = encode_call({"target": "Opt", "object": True,
+                        "init": {"args": [[parameter("w"), parameter("b")]],
+                                 "kwargs": {"lr": 0.5}},
+                        "forward": forwards})
+    record, tensors = execute_call({"Opt": cls}, {**call, "id": "steps"}, INPUTS)
+    return outcome_from_record(record, tensors)
+
+
+def _step(grads: dict[str, str | None], outputs: str = "parameters") -> dict[str, Any]:
+    return {"method": "step", "grads": grads, "outputs": outputs}
+
+
+def test_state_and_parameters_live_across_the_steps_of_a_call() -> None:
+    outcome = _run(Sgd, [_step({"w": "g", "b": "h"}), _step({"w": "g", "b": None})])
+    assert outcome.forwards[0].structure == "tuple[2]"
+    values = [[None if t is None else t.tolist() for t in f.outputs] for f in outcome.forwards]
+    assert values[0] == [[0.5, 2.5], [2.0]]
+    # the velocity was kept (0.5 * g + g) and b, without a gradient, stayed where it was
+    assert values[1] == [[-0.25, 3.25], [2.0]]
+    assert INPUTS["w"].tolist() == [1.0, 2.0]  # the plan's inputs are copied, never moved
+
+
+def test_memory_tells_an_in_place_update_from_new_memory_through_data() -> None:
+    steps = [_step({"w": "g", "b": "h"}, "memory")]
+    kept = _run(Sgd, steps).forwards[0].outputs[0]
+    replaced = _run(DataAssigned, steps).forwards[0].outputs[0]
+    assert kept is not None and kept.tolist() == [True, True]
+    assert replaced is not None and replaced.tolist() == [False, False]
+
+
+def test_a_missing_method_is_an_interface_error() -> None:
+    outcome = _run(Sgd, [{"method": "update", "grads": {"w": "g"}, "outputs": "parameters"}])
+    assert outcome.status == "interface" and "no method update()" in outcome.detail
+
+
+def test_a_step_that_raises_is_recorded_and_the_call_goes_on() -> None:
+    class Crashes(Sgd):
+        def step(self) -> None:
+            raise RuntimeError("boom")
+
+    outcome = _run(Crashes, [_step({"w": "g"}), _step({"w": "g"})])
+    assert [f.status for f in outcome.forwards] == ["raised", "raised"]
+    raised = outcome.forwards[0].raised
+    assert raised is not None and raised.message == "boom"
+
+
+def test_parameter_references_survive_the_encoding() -> None:
+    encoded = encode_call({"init": {"args": [[{"params": [parameter("w")], "lr": 0.1}]]}})
+    assert encoded["init"]["args"] == [[{"dict": {"params": [{"parameter": "w"}],
+                                                  "lr": 0.1}}]]
