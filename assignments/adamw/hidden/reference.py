@@ -19,7 +19,8 @@ from assignments.model import KnownMistake
 _CORRECTIONS = frozenset({"no-bias-correction", "first-moment-correction-only",
                           "eps-paper-form"})
 _EPS = frozenset({"eps-inside-sqrt", "eps-paper-form"})
-_DECAYS = frozenset({"l2-in-gradient", "decay-not-scaled-by-lr", "decay-after-update"})
+_DECAYS = frozenset({"l2-in-gradient", "decay-not-scaled-by-lr", "decay-after-update",
+                     "decay-missing"})
 _NO_GRAD = frozenset({"grad-none-crash", "grad-none-zero"})
 # Mistakes of the update's numbers: a step whose result never reaches the caller's parameters
 # (rebinds-parameter) hides every one of them.
@@ -49,6 +50,9 @@ MISTAKES: list[KnownMistake] = [
     KnownMistake("decay-after-update", "decay-after-update",
                  "p shrunk by 1 - lr * weight_decay after the Adam update, so the update "
                  "is shrunk too", excludes=_others(_DECAYS, "decay-after-update")),
+    KnownMistake("decay-missing", "weight-decay-missing",
+                 "weight_decay never applied (Adam's update without its decay)",
+                 excludes=_others(_DECAYS, "decay-missing")),
     KnownMistake("eps-inside-sqrt", "eps-misplaced",
                  "sqrt(v̂ + eps) in the denominator instead of sqrt(v̂) + eps",
                  excludes=_others(_EPS, "eps-inside-sqrt")),
@@ -86,7 +90,7 @@ MISTAKES: list[KnownMistake] = [
                  "the constructor's lr, betas, eps and weight_decay used for every group, "
                  "whatever the group sets"),
     KnownMistake("not-validated", "misuse-accepted",
-                 "a negative learning rate accepted"),
+                 "hyperparameters out of range (a negative lr, a beta of 1) accepted"),
 ]
 
 
@@ -157,6 +161,8 @@ class AdamW:
             grad = grad + weight_decay * p
         elif "decay-not-scaled-by-lr" in self.mistakes:
             p.mul_(1 - weight_decay)
+        elif "decay-missing" in self.mistakes:
+            pass
         elif "decay-after-update" not in self.mistakes:
             p.mul_(1 - lr * weight_decay)
 

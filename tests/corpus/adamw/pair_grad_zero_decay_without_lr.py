@@ -1,5 +1,5 @@
-"""Mistake: a missing gradient is replaced by zeros, so a parameter without a gradient is still
-decayed and pushed by its momentum."""
+"""Two mistakes: a missing gradient is replaced by zeros (a parameter without a gradient is still
+decayed and pushed by its momentum), and the decay is not scaled by the learning rate."""
 
 import torch
 
@@ -22,7 +22,7 @@ class AdamW(torch.optim.Optimizer):
                     state["exp_avg"] = torch.zeros_like(p)
                     state["exp_avg_sq"] = torch.zeros_like(p)
                 state["step"] += 1
-                p.mul_(1 - group["lr"] * group["weight_decay"])
+                p.mul_(1 - group["weight_decay"])
                 state["exp_avg"].mul_(beta1).add_(grad, alpha=1 - beta1)
                 state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
                 m_hat = state["exp_avg"] / (1 - beta1 ** state["step"])
