@@ -77,8 +77,8 @@ def test_every_spec_code_has_a_message_and_a_hint() -> None:
         "unstable-softmax", "dropout-wrong", "parameters-not-registered",
         # adamw (issue 35)
         "no-bias-correction", "coupled-weight-decay", "decay-not-scaled-by-lr",
-        "decay-after-update", "weight-decay-missing", "eps-misplaced", "step-counter-shared", "state-not-kept",
-        "not-in-place", "grad-none-not-skipped", "group-hyperparameters-ignored",
+        "decay-after-update", "weight-decay-missing", "eps-misplaced", "step-counter-shared",
+        "state-not-kept", "not-in-place", "grad-none-not-skipped", "group-hyperparameters-ignored",
     }
     catalogues = [catalogue_of(load_assignment(slug)) for slug in SLUGS]
     assert set().union(*catalogues) == spec_codes
