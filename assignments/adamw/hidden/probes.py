@@ -97,10 +97,10 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
          steps("in-place", keys, 2, outputs="memory"))
 
     keys = params("invalid", w=(2, 2))
-    call("invalid", "invalid", "AdamW(params, lr=-0.01): a negative learning rate",
+    call("invalid", "invalid-lr", "AdamW(params, lr=-0.01): a negative learning rate",
          [[parameter(keys["w"])]], {"lr": -0.01}, steps("invalid", keys, 1))
     keys = params("invalid-beta", w=(2, 2))
-    call("invalid-beta", "invalid", "AdamW(params, lr=0.01, betas=(0.9, 1.0)): a beta of 1",
+    call("invalid-beta", "invalid-beta", "AdamW(params, lr=0.01, betas=(0.9, 1.0)): a beta of 1",
          [[parameter(keys["w"])]], {"lr": 0.01, "betas": (0.9, 1.0)},
          steps("invalid-beta", keys, 1))
     return calls, bank.tensors
