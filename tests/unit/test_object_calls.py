@@ -96,3 +96,34 @@ def test_parameter_references_survive_the_encoding() -> None:
     encoded = encode_call({"init": {"args": [[{"params": [parameter("w")], "lr": 0.1}]]}})
     assert encoded["init"]["args"] == [[{"dict": {"params": [{"parameter": "w"}],
                                                   "lr": 0.1}}]]
+
+
+def _matches(meta: dict[str, Any], got: list[torch.Tensor], want: list[torch.Tensor]) -> str | None:
+    from assignments import ProbeCall
+    from grader.checks import CheckContext, _matches_reference
+    from grader.outcomes import Forward
+
+    def outcome(values: list[torch.Tensor]) -> CallOutcome:
+        return CallOutcome("steps", "ok", tuple(
+            Forward(status="ok", structure=f"tuple[{len(values)}]", outputs=(v, v * 2))
+            for v in values))
+
+    call = ProbeCall("steps", {}, "steps", "two steps", meta=meta)
+    context = CheckContext(plan=None, student={}, reference={})  # type: ignore[arg-type]
+    return _matches_reference(call, outcome(got), outcome(want), context)
+
+
+def test_feedback_names_the_step_and_the_parameter_in_the_labs_words() -> None:
+    same, moved = torch.zeros(2), torch.ones(2)
+    meta = {"output_names": ["parameter w", "parameter b"], "forward_name": "step"}
+    assert _matches(meta, [same, moved], [same, same]) == (
+        "after step 2, parameter w differs from the expected values by up to 1.")
+    # without names, the grader's own words (the attention labs' convention)
+    assert _matches({}, [same, moved], [same, same]) == (
+        "the output differs from the expected values by up to 1.")
+
+
+def test_a_small_boolean_output_is_quoted_whole() -> None:
+    kept, lost = torch.tensor([True, True]), torch.tensor([True, False])
+    assert _matches({"output_names": ["whether each kept its memory"]}, [lost], [kept]) == (
+        "whether each kept its memory is [True, False], expected [True, True].")
