@@ -92,6 +92,19 @@ def test_a_step_that_raises_is_recorded_and_the_call_goes_on() -> None:
     assert raised is not None and raised.message == "boom"
 
 
+def test_a_parameter_whose_dtype_the_code_changed_fails_the_next_step_not_the_run() -> None:
+    class Widens(Sgd):
+        @torch.no_grad()
+        def step(self) -> None:
+            for p in self.params:
+                p.data = p.data.double()
+
+    outcome = _run(Widens, [_step({"w": "g"}), _step({"w": "g"})])
+    first, second = outcome.forwards
+    assert first.status == "ok"
+    assert second.raised is not None and "type" in second.raised.message
+
+
 def test_parameter_references_survive_the_encoding() -> None:
     encoded = encode_call({"init": {"args": [[{"params": [parameter("w")], "lr": 0.1}]]}})
     assert encoded["init"]["args"] == [[{"dict": {"params": [{"parameter": "w"}],
