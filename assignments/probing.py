@@ -56,6 +56,20 @@ class EarlierOutput(dict[str, Any]):
     ``{"output_of": N, "item": [i, ...]}`` (item i of it, and so on)."""
 
 
+class ParameterInput(dict[str, Any]):
+    """A plan argument naming a parameter of the call: ``{"parameter": key}``."""
+
+
+def parameter(key: str) -> ParameterInput:
+    """A plan argument: a ``torch.nn.Parameter`` holding a copy of input ``key``, made once
+    per call and the same object wherever that call names it (its constructor's arguments, its
+    forwards), so that an object the call builds (an optimiser) keeps acting on it. A forward
+    may set the call's parameters' gradients (``"grads": {key: grad_key or None}``) and be
+    judged by their values after it (``"outputs": "parameters"``) or by whether each still
+    holds its memory (``"outputs": "memory"``): ``sandbox.runner.executor.HeldParameters``."""
+    return ParameterInput(parameter=key)
+
+
 def tensor(key: str, *, grad: bool = False) -> TensorInput:
     """A plan argument naming an input tensor."""
     return TensorInput(tensor=key, grad=True) if grad else TensorInput(tensor=key)
@@ -105,6 +119,8 @@ def _is_reference(value: dict[Any, Any]) -> bool:
         return value.keys() <= {"tensor", "grad"}
     if isinstance(value.get("output_of"), int):
         return value.keys() <= {"output_of", "item"}
+    if isinstance(value.get("parameter"), str):
+        return value.keys() == {"parameter"}
     return False
 
 
@@ -112,16 +128,20 @@ def encode_value(value: Any, where: str = "argument", *, top: bool = False) -> A
     """One argument as plain JSON that keeps its Python type: None, bool, int, str and finite
     floats as they are (JSON tells ``1`` from ``1.0``); a list as a list; a tuple as
     ``{"tuple": [...]}``; a dict with string keys as ``{"dict": {...}}``; inf, -inf and nan as
-    ``{"float": "inf"}`` (strict JSON has none); ``tensor(...)`` and ``earlier(...)`` as the
-    references they are, and a plain dict written as such a reference (``{"tensor": key}``)
-    too. Every JSON object among the encoded arguments is thus one of these five tags, so
+    ``{"float": "inf"}`` (strict JSON has none); ``tensor(...)``, ``earlier(...)`` and
+    ``parameter(...)`` as the references they are, and a plain dict written as such a
+    reference (``{"tensor": key}``) too. Every JSON object among the encoded arguments is thus
+    one of these six tags, so
     another dict argument never reads as a reference. Anything else (a subclass of
     these types too) raises ``PlanValueError`` naming ``where``. A tensor that wants its
     gradient must be an argument itself (``top``): only those are tracked."""
     if type(value) is dict and _is_reference(value):
         # Written by hand as the wire has it (labs made before tensor() and earlier()).
         value = (TensorInput(value) if "tensor" in value
+                 else ParameterInput(value) if "parameter" in value
                  else EarlierOutput(value))
+    if isinstance(value, ParameterInput):
+        return {"parameter": str(value["parameter"])}
     if isinstance(value, TensorInput):
         if value.get("grad") and not top:
             raise PlanValueError(f"{where}: tensor(..., grad=True) inside a container; only a "
@@ -149,7 +169,7 @@ def encode_value(value: Any, where: str = "argument", *, top: bool = False) -> A
                          for key, item in value.items()}}
     raise PlanValueError(f"{where}: a {type(value).__name__} is not a probe argument (None, "
                          "bool, int, float, str, list, tuple, dict with string keys, "
-                         "tensor(...) or earlier(...))")
+                         "tensor(...), earlier(...) or parameter(...))")
 
 
 def shape_of(bank: InputBank, key: str) -> str:

@@ -6,7 +6,7 @@ saying what was observed. A check passes when every one of its calls passes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,7 +201,7 @@ def _describe_structure(structure: str) -> str:
 
 def _matches_reference(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
                        context: CheckContext) -> str | None:
-    for got, want in zip(student.forwards, reference.forwards, strict=True):
+    for index, (got, want) in enumerate(zip(student.forwards, reference.forwards, strict=True)):
         if want.raised is not None:
             continue  # judged by raises-value-error
         if got.raised is not None:
@@ -211,12 +211,24 @@ def _matches_reference(call: ProbeCall, student: CallOutcome, reference: CallOut
             return problem
         match = forwards_match(got, want)
         if not match.same:
-            return _value_difference(got, want)
+            difference = _value_difference(got, want, call.meta.get("output_names"))
+            forward_name = call.meta.get("forward_name")
+            if forward_name:
+                return f"after {forward_name} {index + 1}, {difference}"
+            return difference
     return None
 
 
-def _value_difference(got: Forward, want: Forward) -> str:
-    names = ["the output", "the weights"]
+MAX_LISTED_FLAGS = 8
+"""A boolean output this small is quoted whole when it differs."""
+DEFAULT_OUTPUT_NAMES = ("the output", "the weights")
+"""How a forward's outputs are named in feedback unless its call's ``meta["output_names"]``
+names them (the attention labs' convention: (output, weights))."""
+
+
+def _value_difference(got: Forward, want: Forward,
+                      output_names: Sequence[str] | None = None) -> str:
+    names = list(output_names or DEFAULT_OUTPUT_NAMES)
     paths = leaf_paths(want.structure, len(want.outputs))
     for index, (g, w) in enumerate(zip(got.outputs, want.outputs, strict=True)):
         if g is None or w is None or tensors_close(g, w):
@@ -227,10 +239,12 @@ def _value_difference(got: Forward, want: Forward) -> str:
                         f"expected {tuple(w.shape)}.")
             name = f"returned item {paths[index]}"
         else:
-            name = (names[index] if index < len(names) and len(got.outputs) > 1
-                    else "the output")
+            named = bool(output_names) or len(got.outputs) > 1
+            name = names[index] if index < len(names) and named else "the output"
         if torch.isnan(g.double()).any():
             return f"{name} contains NaN."
+        if g.dtype == torch.bool and w.dtype == torch.bool and w.numel() <= MAX_LISTED_FLAGS:
+            return f"{name} is {g.tolist()}, expected {w.tolist()}."
         return f"{name} differs from the expected values by up to {max_difference(g, w):.3g}."
     return "the outputs differ from the expected values."
 

@@ -80,6 +80,7 @@ class _CallRecorder:
         self.tensors: dict[str, torch.Tensor] = {}
         self.inputs = inputs
         self.guard = guard
+        self.held = HeldParameters(inputs)
         self._student_files = student_files
 
     def missing(self, target: str) -> None:
@@ -131,11 +132,15 @@ def _execute_module_call(
         # a constructor may draw from the global generator (a layer's initial weights): not in
         # the middle of another thread's seeded forward
         with _GLOBAL_RNG, recorder.guard():
-            module = cls(*_values(init.get("args", []), inputs), **_kwvalues(init, inputs))
+            module = cls(*_values(init.get("args", []), inputs, held=recorder.held),
+                         **_kwvalues(init, inputs, held=recorder.held))
     except BaseException as exc:
         recorder.failed("init", exc)
         return
     recorder.passed({"stage": "init", "status": "ok"})
+    if call.get("object"):
+        _execute_object_steps(module, call, recorder)
+        return
     if not isinstance(module, torch.nn.Module):
         recorder.interface(f"{call['target']}(...) did not build a torch.nn.Module")
         return
@@ -159,6 +164,72 @@ def _execute_module_call(
                                   earlier=returned)
         if status == "timeout":
             return
+
+
+def _execute_object_steps(obj: Any, call: Mapping[str, Any], recorder: _CallRecorder) -> None:
+    """The forwards of an object call: each calls the method it names on the object the call
+    built (an optimiser's ``step``), after setting the gradients it gives."""
+    returned: list[Any] = []
+    for index, forward in enumerate(call.get("forward", [])):
+        method_name = str(forward.get("method", ""))
+        try:
+            # the object's own code may run here (a property, __getattr__), and setting a
+            # gradient raises when the code under test changed its parameter's dtype or shape
+            with recorder.guard():
+                method = getattr(obj, method_name, None) if method_name else obj
+                recorder.held.set_grads(forward.get("grads", {}))
+        except BaseException as exc:
+            returned.append(None)
+            if recorder.failed(f"f{index}.forward", exc, seconds=0.0) == "timeout":
+                return
+            continue
+        if not callable(method):
+            recorder.interface(f"{call['target']} has no method {method_name}()" if method_name
+                               else f"a {call['target']} object cannot be called")
+            return
+        status = _execute_forward(method, forward, f"f{index}.", recorder, parameters={},
+                                  earlier=returned)
+        if status == "timeout":
+            return
+
+
+class HeldParameters:
+    """The parameters of one call: ``{"parameter": key}`` in the plan is a
+    ``torch.nn.Parameter`` holding a copy of input ``key``, made the first time the call names
+    it and the same object wherever the call names it again (in the constructor's arguments
+    and in every forward), so that state kept across the call's forwards (an optimiser's) acts
+    on them. A forward's ``grads`` sets their ``.grad``; its ``outputs`` hands back their
+    values, or whether each still holds the memory it was made with."""
+
+    def __init__(self, inputs: Mapping[str, torch.Tensor]) -> None:
+        self._inputs = inputs
+        self.made: dict[str, torch.nn.Parameter] = {}
+        self._memory: dict[str, int] = {}
+
+    def get(self, key: str) -> torch.nn.Parameter:
+        if key not in self.made:
+            parameter = torch.nn.Parameter(self._inputs[key].detach().clone())
+            self.made[key] = parameter
+            self._memory[key] = parameter.untyped_storage().data_ptr()
+        return self.made[key]
+
+    def set_grads(self, grads: Mapping[str, Any]) -> None:
+        """Give each named parameter a fresh copy of an input as ``.grad`` (None: no grad)."""
+        for key, grad in grads.items():
+            parameter = self.get(key)
+            parameter.grad = None if grad is None else self._inputs[grad].detach().clone()
+
+    def observed(self, what: str) -> Any:
+        """What a forward with ``"outputs": what`` hands back instead of its return value:
+        ``parameters``, the values of the call's parameters (a tuple, in the order the call
+        first named them); ``memory``, one bool per parameter, True where it still holds the
+        memory it was made with (updated in place, not given new memory through ``.data``)."""
+        if what == "parameters":
+            return tuple(parameter.detach() for parameter in self.made.values())
+        if what == "memory":
+            return torch.tensor([parameter.untyped_storage().data_ptr() == self._memory[key]
+                                 for key, parameter in self.made.items()], dtype=torch.bool)
+        raise ValueError(f"not a forward's outputs: {what!r}")
 
 
 class _InterfaceError(Exception):
@@ -256,8 +327,10 @@ def _execute_forward(
     """
     earlier = [] if earlier is None else earlier
     try:
-        args = _values(spec.get("args", []), recorder.inputs, fresh=True, earlier=earlier)
-        kwargs = _kwvalues(spec, recorder.inputs, fresh=True, earlier=earlier)
+        args = _values(spec.get("args", []), recorder.inputs, fresh=True, earlier=earlier,
+                       held=recorder.held)
+        kwargs = _kwvalues(spec, recorder.inputs, fresh=True, earlier=earlier,
+                           held=recorder.held)
     except EarlierOutputMissing as exc:
         _LEAVES.of.clear()
         earlier.append(None)
@@ -273,11 +346,13 @@ def _execute_forward(
         earlier.append(None)
         return recorder.failed(prefix + "forward", exc, seconds=time.perf_counter() - started)
     earlier.append(returned)
+    seconds = time.perf_counter() - started
+    observed = returned if "outputs" not in spec else recorder.held.observed(spec["outputs"])
     recorder.passed({
         "stage": prefix + "forward",
-        "seconds": time.perf_counter() - started,
+        "seconds": seconds,
         "status": "ok",
-        "returned": _describe_returned(returned, prefix + "out", recorder.tensors),
+        "returned": _describe_returned(observed, prefix + "out", recorder.tensors),
     })
     _keep_inputs_after(spec, args, kwargs, prefix, recorder.tensors)
 
@@ -372,16 +447,16 @@ def _sequence_items(value: Any) -> tuple[Any, ...] | None:
 
 def _values(
     specs: list[Any], inputs: Mapping[str, torch.Tensor], *, fresh: bool = False,
-    earlier: list[Any] | None = None,
+    earlier: list[Any] | None = None, held: HeldParameters | None = None,
 ) -> list[Any]:
-    return [_value(spec, inputs, fresh, earlier or []) for spec in specs]
+    return [_value(spec, inputs, fresh, earlier or [], held) for spec in specs]
 
 
 def _kwvalues(
     spec: Mapping[str, Any], inputs: Mapping[str, torch.Tensor], *, fresh: bool = False,
-    earlier: list[Any] | None = None,
+    earlier: list[Any] | None = None, held: HeldParameters | None = None,
 ) -> dict[str, Any]:
-    return {name: _value(value, inputs, fresh, earlier or [])
+    return {name: _value(value, inputs, fresh, earlier or [], held)
             for name, value in spec.get("kwargs", {}).items()}
 
 
@@ -393,7 +468,7 @@ _SPECIAL_FLOATS = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan
 
 
 def _value(spec: Any, inputs: Mapping[str, torch.Tensor], fresh: bool,
-           earlier: list[Any]) -> Any:
+           earlier: list[Any], held: HeldParameters | None = None) -> Any:
     """A plan value, decoded to the Python value the probe wrote (the encoding is
     ``assignments.probing.encode_value``): JSON scalars as they are, a list item by item,
     ``{"tuple": [...]}`` as a tuple, ``{"dict": {...}}`` as a dict, ``{"float": "inf"}`` (or
@@ -408,15 +483,20 @@ def _value(spec: Any, inputs: Mapping[str, torch.Tensor], fresh: bool,
     reports) without autograd refusing the in-place edit of a leaf.
     """
     if isinstance(spec, list):
-        return [_value(item, inputs, fresh, earlier) for item in spec]
+        return [_value(item, inputs, fresh, earlier, held) for item in spec]
     if not isinstance(spec, dict):
         return spec
     if "tuple" in spec:
-        return tuple(_value(item, inputs, fresh, earlier) for item in spec["tuple"])
+        return tuple(_value(item, inputs, fresh, earlier, held) for item in spec["tuple"])
     if "dict" in spec:
-        return {key: _value(item, inputs, fresh, earlier) for key, item in spec["dict"].items()}
+        return {key: _value(item, inputs, fresh, earlier, held)
+                for key, item in spec["dict"].items()}
     if "float" in spec:
         return _SPECIAL_FLOATS[spec["float"]]
+    if "parameter" in spec:
+        if held is None:
+            raise ValueError("a parameter outside a call")
+        return held.get(spec["parameter"])
     if "output_of" in spec:
         return _earlier_output(earlier, int(spec["output_of"]), list(spec.get("item", [])))
     if "tensor" in spec:

@@ -56,7 +56,7 @@ def test_the_web_side_reads_assignments_without_their_hidden_parts(tmp_path: Pat
 from assignments import list_assignments, load_spec
 for slug in list_assignments():
     spec = load_spec(slug)
-    assert spec.max_score == (10 if slug == "attention-kv-cache" else 11)
+    assert spec.max_score == (11 if slug in ("attention", "multi-head-attention") else 10)
     assert "README.md" in spec.public_files and spec.version
 """
     assert _loaded(code, tmp_path) == []

@@ -203,6 +203,22 @@ def test_the_cache_assignment_is_served_with_its_statement_and_starter(
     assert response.status_code == 202, response.json
 
 
+def test_the_optimiser_assignment_is_served_with_its_statement_starter_and_notebook(
+        client: FlaskClient, factory: Factory) -> None:
+    course = factory.course("opt101", slugs=("adamw",))
+    headers = factory.headers(factory.user("opt", course=course))
+    detail = client.get("/api/v1/assignments/adamw", headers=headers).json
+    assert "torch.optim.AdamW" in detail["statement"] and detail["max_score"] == 10
+    assert {"starter/adamw.py", "starter/adamw.ipynb", "public_tests/test_adamw.py"} <= set(
+        detail["files"])
+    assert not any(name.startswith("hidden/") for name in detail["files"])
+    notebook = client.get("/api/v1/assignments/adamw/files/starter/adamw.ipynb",
+                          headers=headers)
+    assert notebook.status_code == 200 and b'autograde.check(\\"adamw\\")' in notebook.data
+    response = _post(client, headers, [corpus("adamw", "correct_plain_class.py")], slug="adamw")
+    assert response.status_code == 202, response.json
+
+
 def test_openapi_document_is_served(client: FlaskClient) -> None:
     document = client.get("/api/v1/openapi.json").json
     assert document["openapi"].startswith("3.")

@@ -10,8 +10,9 @@ from assignments import Assignment, AssignmentError, list_assignments
 from grader.loader import load_assignment
 
 
-def test_the_three_assignments_ship() -> None:
-    assert list_assignments() == ["attention", "attention-kv-cache", "multi-head-attention"]
+def test_the_shipped_assignments() -> None:
+    assert list_assignments() == ["adamw", "attention", "attention-kv-cache",
+                                  "multi-head-attention"]
 
 
 def test_unknown_assignment_is_a_clear_error() -> None:
@@ -22,6 +23,7 @@ def test_unknown_assignment_is_a_clear_error() -> None:
 @pytest.mark.parametrize(("slug", "max_score"), [
     ("attention", 11), ("multi-head-attention", 11),  # ten for the probes, one for learning
     ("attention-kv-cache", 10),  # no training check yet
+    ("adamw", 10),
 ])
 def test_scores_and_numbers(slug: str, max_score: int) -> None:
     assignment = load_assignment(slug)
@@ -30,7 +32,8 @@ def test_scores_and_numbers(slug: str, max_score: int) -> None:
     assert len(numbers) == len(set(numbers))
 
 
-@pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache"])
+@pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache",
+                                  "adamw"])
 def test_public_files_hold_nothing_hidden(slug: str) -> None:
     assignment = load_assignment(slug)
     assert "README.md" in assignment.public_files

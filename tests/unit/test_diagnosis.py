@@ -24,7 +24,8 @@ def _codes(assignment: Assignment, mistakes: set[str], seed: int) -> tuple[set[s
     return {d.code for d in diagnoses}, sum(score for _, _, score in scored)
 
 
-@pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache"])
+@pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache",
+                                  "adamw"])
 @pytest.mark.parametrize("seed", [11, 12])
 def test_every_single_mistake_gets_exactly_its_code_and_loses_points(slug: str, seed: int) -> None:
     assignment = load_assignment(slug)
@@ -43,6 +44,8 @@ def test_every_single_mistake_gets_exactly_its_code_and_loses_points(slug: str, 
     ("multi-head-attention", {"padding-ignored", "causal-off-by-one"}),
     ("attention-kv-cache", {"rope-interleaved", "cache-padding-lost"}),
     ("attention-kv-cache", {"causal-not-shifted", "query-padding-ignored"}),
+    ("adamw", {"l2-in-gradient", "shared-step-counter"}),
+    ("adamw", {"decay-after-update", "state-reset"}),
     # Two mistakes of one code: found together, the code named once.
     ("multi-head-attention", {"mask-inverted", "padding-inverted"}),
     ("attention-kv-cache", {"odd-head-rope-accepted", "offset-not-continuing-accepted"}),
@@ -61,7 +64,8 @@ def test_three_mistakes_are_named_per_scenario_without_guessing(attention: Assig
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache"])
+@pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache",
+                                  "adamw"])
 def test_assignment_check_is_sound_for_every_co_occurring_pair(slug: str) -> None:
     report = coverage_report(load_assignment(slug), seed=31, workers=2)
     assert report.sound, report.render()

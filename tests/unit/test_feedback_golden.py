@@ -47,7 +47,7 @@ def _feedback(slug: str) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-SLUGS = ("attention", "multi-head-attention", "attention-kv-cache")
+SLUGS = ("attention", "multi-head-attention", "attention-kv-cache", "adamw")
 
 
 @pytest.mark.parametrize("slug", SLUGS)
@@ -75,6 +75,10 @@ def test_every_spec_code_has_a_message_and_a_hint() -> None:
         "cache-padding-lost", "query-padding-ignored", "misuse-accepted",
         # mistakes only training shows (issue 16, item 3)
         "unstable-softmax", "dropout-wrong", "parameters-not-registered",
+        # adamw (issue 35)
+        "no-bias-correction", "coupled-weight-decay", "decay-not-scaled-by-lr",
+        "decay-after-update", "weight-decay-missing", "eps-misplaced", "step-counter-shared",
+        "state-not-kept", "not-in-place", "grad-none-not-skipped", "group-hyperparameters-ignored",
     }
     catalogues = [catalogue_of(load_assignment(slug)) for slug in SLUGS]
     assert set().union(*catalogues) == spec_codes
@@ -93,7 +97,18 @@ def test_lab_neutral_codes_name_no_lab() -> None:
             assert not ATTENTION_WORDS.search(words), (code, words)
 
 
+ATTENTION_LABS = ("attention", "multi-head-attention", "attention-kv-cache")
+
+
 def test_the_attention_labs_share_one_course_catalogue() -> None:
-    wrong_output = {catalogue_of(load_assignment(slug))["wrong-output"].hint for slug in SLUGS}
+    wrong_output = {catalogue_of(load_assignment(slug))["wrong-output"].hint
+                    for slug in ATTENTION_LABS}
     assert len(wrong_output) == 1 and "softmax" in wrong_output.pop()
     assert "softmax" not in NEUTRAL["wrong-output"].hint
+
+
+def test_the_optimiser_lab_speaks_of_optimisers_only() -> None:
+    catalogue = catalogue_of(load_assignment("adamw"))
+    for code, text in catalogue.items():
+        for words in (text.title, text.message, text.hint):
+            assert not ATTENTION_WORDS.search(words), (code, words)
