@@ -206,74 +206,84 @@ def separation(first: Mapping[str, CallOutcome],
 
 
 class _BlindSpots:
-    """What the probes cannot show of the mistakes of failing rows. Each variant runs once,
-    in this process, on the report's plan."""
+    """What the probes cannot show of the mistakes of failing rows, each measured beside the
+    row's other mistakes (a float32 answer hides what a float64 call would show). Each set of
+    mistakes runs once, in this process, on the report's plan; only the calls compared value
+    by value count (the search reads no other: a random call's numbers differ by chance, a
+    property's by design)."""
 
     def __init__(self, assignment: Assignment, seed: int) -> None:
         self._assignment = assignment
         self._plan = assignment.build_plan(seed)
-        self._runs: dict[str, dict[str, CallOutcome]] = {
-            "": reference_outcomes(assignment, self._plan)}
+        self._valued = {c.id for c in self._plan.calls if c.compare == "values"}
+        self._runs: dict[frozenset[str], dict[str, CallOutcome]] = {}
         self._searched = [m for m in assignment.mistakes if m.searched]
+        self._code = {m.id: m.code for m in assignment.mistakes}
 
     def of(self, rows: tuple[CoverageRow, ...]) -> list[str]:
         """One line per blind spot behind the failing rows, each said once."""
         lines: dict[str, None] = {}
-        code = {m.id: m.code for m in self._assignment.mistakes}
         for row in rows:
             if row.ok or not row.mistakes:
                 continue
+            ids = frozenset(row.mistakes)
             mine = [m for m in row.mistakes if self._assignment.mistake(m).searched]
             unnamed = row.expected - row.diagnosed
             for mistake in mine:
-                if code[mistake] in unnamed or UNEXPLAINED in row.diagnosed:
-                    lines.update(dict.fromkeys(self._unseen(mistake, set(row.mistakes))))
+                if self._code[mistake] in unnamed or UNEXPLAINED in row.diagnosed:
+                    lines.update(dict.fromkeys(self._unseen(mistake, ids)))
             for extra in row.diagnosed - row.expected - {UNEXPLAINED}:
                 for other in (m.id for m in self._searched if m.code == extra):
                     lines.update(dict.fromkeys(
-                        line for mistake in mine if (line := self._confused(mistake, other))))
+                        line for mistake in mine
+                        if (line := self._confused(ids, ids - {mistake} | {other}))))
         return list(lines)
 
-    def _unseen(self, mistake: str, row: set[str]) -> list[str]:
-        """Why ``mistake`` may not be named: it barely moves any call, or no call tells it
-        from a mistake of another code."""
-        shown = separation(self._run(""), self._run(mistake))
+    def _unseen(self, mistake: str, ids: frozenset[str]) -> list[str]:
+        """Why ``mistake`` may not be named beside the rest of ``ids``: it barely moves any
+        call, or no call tells it from a mistake of another code."""
+        rest = ids - {mistake}
+        shown = separation(self._run(rest), self._run(ids))
         if not shown.evidence:
+            beside = f" beside {' + '.join(sorted(rest))}" if rest else ""
             where = (f"at most {shown.tolerances:.3g} on call {self._call(shown.call)}"
                      if shown.call else "none at all")
-            return [f"- {mistake} moves no call's outputs by more than {EVIDENCE_MARGIN:g} "
-                    f"tolerances, the least that is evidence: {where}. Add a call on whose "
-                    "input the step it changes matters more: values of the size of an "
-                    "epsilon it misplaces, beyond a threshold or cap it gets wrong, larger "
-                    "or longer inputs where an error accumulates; in float64, whose "
-                    "tolerance is far finer than float32's."]
-        code = self._assignment.mistake(mistake).code
+            return [f"- {mistake}{beside} moves no call's outputs by more than "
+                    f"{EVIDENCE_MARGIN:g} tolerances, the least that is evidence: {where}. "
+                    "Add a call on whose input the step it changes matters more: values of "
+                    "the size of an epsilon it misplaces, beyond a threshold or cap it gets "
+                    "wrong, larger or longer inputs where an error accumulates; in float64, "
+                    "whose tolerance is far finer than float32's."]
         return [line for other in self._searched
-                if other.code != code and other.id not in row
-                if (line := self._confused(mistake, other.id))]
+                if other.code != self._code[mistake] and other.id not in ids
+                if (line := self._confused(ids, rest | {other.id}))]
 
-    def _confused(self, mistake: str, other: str) -> str:
-        """A line when no call tells the two variants apart, else nothing."""
-        if mistake == other:
+    def _confused(self, ids: frozenset[str], others: frozenset[str]) -> str:
+        """A line when no call tells the two sets of mistakes apart, else nothing."""
+        if ids == others:
             return ""
-        shown = separation(self._run(mistake), self._run(other))
+        shown = separation(self._run(ids), self._run(others))
         if shown.evidence:
             return ""
-        codes = {m: self._assignment.mistake(m).code for m in (mistake, other)}
         where = (f"at most {shown.tolerances:.3g} tolerances apart, on call "
                  f"{self._call(shown.call)}" if shown.call else "the same on every call")
-        return (f"- no call tells {mistake} ({codes[mistake]}) from {other} ({codes[other]}): "
-                f"their outputs are {where}; evidence needs more than {EVIDENCE_MARGIN:g}. "
-                "Add a call on whose input the two steps they change give different values.")
+        return (f"- no call tells {self._named(ids)} from {self._named(others)}: their "
+                f"outputs are {where}; evidence needs more than {EVIDENCE_MARGIN:g}. Add a "
+                "call on whose input the steps they change give different values.")
+
+    def _named(self, ids: frozenset[str]) -> str:
+        return " + ".join(f"{m} ({self._code[m]})" for m in sorted(ids))
 
     def _call(self, call_id: str) -> str:
         return f"{call_id} ({self._plan.call(call_id).describe})"
 
-    def _run(self, mistake: str) -> dict[str, CallOutcome]:
-        if mistake not in self._runs:
-            namespace = self._assignment.reference(frozenset({mistake}))
-            self._runs[mistake] = run_in_process(namespace, self._plan)
-        return self._runs[mistake]
+    def _run(self, ids: frozenset[str]) -> dict[str, CallOutcome]:
+        """The value-compared calls of the reference with these mistakes switched on."""
+        if ids not in self._runs:
+            outcomes = (run_in_process(self._assignment.reference(ids), self._plan) if ids
+                        else reference_outcomes(self._assignment, self._plan))
+            self._runs[ids] = {c: o for c, o in outcomes.items() if c in self._valued}
+        return self._runs[ids]
 
 
 def _rows_in_processes(assignment: Assignment, seed: int,
