@@ -9,11 +9,13 @@ Pairs that cannot co-occur are counted, never silently left out. Variants run in
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from assignments import Assignment, ProbePlan
+from grader.compare import EVIDENCE_MARGIN, call_departure
 from grader.in_process import run_in_process
 from grader.mistake_search import co_occurring_pairs
 from grader.outcomes import CallOutcome
@@ -45,11 +47,25 @@ class CoverageReport:
     """The reference, each mistake, and every pair that can co-occur."""
     excluded: tuple[tuple[str, str], ...] = ()
     """The pairs not examined: one member declares the other in ``excludes``."""
+    blind_spots: tuple[str, ...] = ()
+    """Where a failing row's mistakes do not show on the probes: a mistake no call moves by
+    the evidence margin, or two mistakes of different codes no call tells apart."""
+
+    @property
+    def skipped(self) -> tuple[tuple[str, str], ...]:
+        """The pairs of mistakes neither examined nor declared unable to co-occur."""
+        mistakes = [row.mistakes[0] for row in self.rows if len(row.mistakes) == 1]
+        accounted = {frozenset(row.mistakes) for row in self.rows if len(row.mistakes) == 2}
+        accounted |= {frozenset(pair) for pair in self.excluded}
+        return tuple((a, b) for i, a in enumerate(mistakes) for b in mistakes[i + 1:]
+                     if frozenset({a, b}) not in accounted)
 
     @property
     def sound(self) -> bool:
-        """Every row is right; no pair that can co-occur is missing from the rows."""
-        return all(row.ok for row in self.rows)
+        """The reference is right, and every mistake and every pair that can co-occur is
+        examined and right: a pair skipped is a pair not proven."""
+        return (any(not row.mistakes for row in self.rows) and not self.skipped
+                and all(row.ok for row in self.rows))
 
     def explanations(self) -> list[str]:
         """Every failing row in the author's terms: which mistake, which check, what was seen."""
@@ -72,11 +88,13 @@ class CoverageReport:
                          f"{'ok' if row.ok else 'WRONG: ' + _codes(row.diagnosed)}")
         bad_pairs = [row for row in pairs if not row.ok]
         lines.append("")
-        total = len(pairs) + len(self.excluded)
+        skipped = self.skipped
+        total = len(pairs) + len(self.excluded) + len(skipped)
         lines.append(f"  pairs of mistakes: {total}; examined {len(pairs)}, of which "
                      f"{len(pairs) - len(bad_pairs)} diagnosed with exactly their codes")
         lines.append(f"  not examined: {len(self.excluded)} that cannot co-occur (declared in "
-                     "excludes)")
+                     f"excludes), {len(skipped)} skipped")
+        lines.extend(f"    SKIPPED {a} + {b}: never graded, so not proven" for a, b in skipped)
         for row in bad_pairs:
             lines.append(f"    WRONG {' + '.join(row.mistakes)}: expected "
                          f"{_codes(row.expected)}, got {_codes(row.diagnosed)} "
@@ -85,8 +103,12 @@ class CoverageReport:
             lines.append("")
             lines.append("Why:")
             lines.extend(f"  {line}" for line in self.explanations())
+        if self.blind_spots:
+            lines.append("")
+            lines.append("What the probes cannot show:")
+            lines.extend(f"  {line}" for line in self.blind_spots)
         lines.append("")
-        lines.append("sound" if self.sound else "NOT sound: see the rows marked WRONG")
+        lines.append("sound" if self.sound else "NOT sound: see the rows marked WRONG or SKIPPED")
         return "\n".join(lines)
 
 
@@ -151,7 +173,117 @@ def coverage_report(assignment: Assignment, *, seed: int = 0, workers: int = 1) 
     mistakes = assignment.mistakes
     excluded = tuple((a.id, b.id) for i, a in enumerate(mistakes) for b in mistakes[i + 1:]
                      if (a.id, b.id) not in examined)
-    return CoverageReport(assignment.slug, seed, tuple(rows), excluded)
+    report = CoverageReport(assignment.slug, seed, tuple(rows), excluded)
+    if report.sound:
+        return report
+    return replace(report, blind_spots=tuple(_BlindSpots(assignment, seed).of(report.rows)))
+
+
+@dataclass(frozen=True)
+class Separation:
+    """How far apart the probes show two behaviours: the call on which their forward values
+    stand furthest apart, and by how many tolerances (``compare.call_departure``)."""
+
+    call: str
+    tolerances: float
+
+    @property
+    def evidence(self) -> bool:
+        """Whether that is far enough for the search to tell them apart."""
+        return self.tolerances > EVIDENCE_MARGIN
+
+
+def separation(first: Mapping[str, CallOutcome],
+               second: Mapping[str, CallOutcome]) -> Separation:
+    """The call of ``first`` (in its order) on which ``second`` stands furthest from it."""
+    best = Separation("", 0.0)
+    for call_id, outcome in first.items():
+        if call_id in second:
+            tolerances = call_departure(second[call_id], outcome)
+            if tolerances > best.tolerances:
+                best = Separation(call_id, tolerances)
+    return best
+
+
+class _BlindSpots:
+    """What the probes cannot show of the mistakes of failing rows, each measured beside the
+    row's other mistakes (a float32 answer hides what a float64 call would show). Each set of
+    mistakes runs once, in this process, on the report's plan; only the calls compared value
+    by value count (the search reads no other: a random call's numbers differ by chance, a
+    property's by design)."""
+
+    def __init__(self, assignment: Assignment, seed: int) -> None:
+        self._assignment = assignment
+        self._plan = assignment.build_plan(seed)
+        self._valued = {c.id for c in self._plan.calls if c.compare == "values"}
+        self._runs: dict[frozenset[str], dict[str, CallOutcome]] = {}
+        self._searched = [m for m in assignment.mistakes if m.searched]
+        self._code = {m.id: m.code for m in assignment.mistakes}
+
+    def of(self, rows: tuple[CoverageRow, ...]) -> list[str]:
+        """One line per blind spot behind the failing rows, each said once."""
+        lines: dict[str, None] = {}
+        for row in rows:
+            if row.ok or not row.mistakes:
+                continue
+            ids = frozenset(row.mistakes)
+            mine = [m for m in row.mistakes if self._assignment.mistake(m).searched]
+            unnamed = row.expected - row.diagnosed
+            for mistake in mine:
+                if self._code[mistake] in unnamed or UNEXPLAINED in row.diagnosed:
+                    lines.update(dict.fromkeys(self._unseen(mistake, ids)))
+            for extra in row.diagnosed - row.expected - {UNEXPLAINED}:
+                for other in (m.id for m in self._searched if m.code == extra):
+                    lines.update(dict.fromkeys(
+                        line for mistake in mine
+                        if (line := self._confused(ids, ids - {mistake} | {other}))))
+        return list(lines)
+
+    def _unseen(self, mistake: str, ids: frozenset[str]) -> list[str]:
+        """Why ``mistake`` may not be named beside the rest of ``ids``: it barely moves any
+        call, or no call tells it from a mistake of another code."""
+        rest = ids - {mistake}
+        shown = separation(self._run(rest), self._run(ids))
+        if not shown.evidence:
+            beside = f" beside {' + '.join(sorted(rest))}" if rest else ""
+            where = (f"at most {shown.tolerances:.3g} on call {self._call(shown.call)}"
+                     if shown.call else "none at all")
+            return [f"- {mistake}{beside} moves no call's outputs by more than "
+                    f"{EVIDENCE_MARGIN:g} tolerances, the least that is evidence: {where}. "
+                    "Add a call on whose input the step it changes matters more: values of "
+                    "the size of an epsilon it misplaces, beyond a threshold or cap it gets "
+                    "wrong, larger or longer inputs where an error accumulates; in float64, "
+                    "whose tolerance is far finer than float32's."]
+        return [line for other in self._searched
+                if other.code != self._code[mistake] and other.id not in ids
+                if (line := self._confused(ids, rest | {other.id}))]
+
+    def _confused(self, ids: frozenset[str], others: frozenset[str]) -> str:
+        """A line when no call tells the two sets of mistakes apart, else nothing."""
+        if ids == others:
+            return ""
+        shown = separation(self._run(ids), self._run(others))
+        if shown.evidence:
+            return ""
+        where = (f"at most {shown.tolerances:.3g} tolerances apart, on call "
+                 f"{self._call(shown.call)}" if shown.call else "the same on every call")
+        return (f"- no call tells {self._named(ids)} from {self._named(others)}: their "
+                f"outputs are {where}; evidence needs more than {EVIDENCE_MARGIN:g}. Add a "
+                "call on whose input the steps they change give different values.")
+
+    def _named(self, ids: frozenset[str]) -> str:
+        return " + ".join(f"{m} ({self._code[m]})" for m in sorted(ids))
+
+    def _call(self, call_id: str) -> str:
+        return f"{call_id} ({self._plan.call(call_id).describe})"
+
+    def _run(self, ids: frozenset[str]) -> dict[str, CallOutcome]:
+        """The value-compared calls of the reference with these mistakes switched on."""
+        if ids not in self._runs:
+            outcomes = (run_in_process(self._assignment.reference(ids), self._plan) if ids
+                        else reference_outcomes(self._assignment, self._plan))
+            self._runs[ids] = {c: o for c, o in outcomes.items() if c in self._valued}
+        return self._runs[ids]
 
 
 def _rows_in_processes(assignment: Assignment, seed: int,

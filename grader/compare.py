@@ -80,6 +80,36 @@ def tensors_close(actual: torch.Tensor | None, expected: torch.Tensor | None,
     return bool(torch.allclose(a, e, atol=atol, rtol=rtol, equal_nan=False))
 
 
+def tensor_departure(actual: torch.Tensor | None, expected: torch.Tensor | None) -> float:
+    """How far ``actual`` stands from ``expected``, in tolerances of ``expected``'s dtype: the
+    smallest ``margin`` at which ``tensors_close`` holds (infinity where none does: another
+    shape, NaN, a different boolean; 0 for equal tensors). What a probe can show of a change."""
+    if actual is None or expected is None:
+        return 0.0 if actual is None and expected is None else float("inf")
+    if actual.shape != expected.shape:
+        return float("inf")
+    if actual.dtype == torch.bool or expected.dtype == torch.bool:
+        same = actual.dtype == expected.dtype and bool(torch.equal(actual, expected))
+        return 0.0 if same else float("inf")
+    precision = expected.dtype
+    if actual.dtype != expected.dtype:
+        precision = torch.float32 if expected.dtype == torch.float64 else expected.dtype
+    atol, rtol = tolerance(precision)
+    a, e = actual.double(), expected.double()
+    if a.numel() == 0:
+        return 0.0
+    if bool(torch.isnan(a).any() or torch.isnan(e).any()) or not bool(
+            torch.equal(torch.isinf(a), torch.isinf(e))):
+        return float("inf")
+    finite = torch.isfinite(e)
+    if not bool(torch.equal(a[~finite], e[~finite])):
+        return float("inf")
+    a, e = a[finite], e[finite]
+    if a.numel() == 0:
+        return 0.0
+    return float(((a - e).abs() / (atol + rtol * e.abs())).max())
+
+
 def grads_equivalent(actual: torch.Tensor | None, expected: torch.Tensor | None,
                      *, precision: torch.dtype | None = None) -> bool:
     """Gradients match ``expected`` (NaN there matches anything); missing equals all-zero."""
@@ -139,6 +169,24 @@ def calls_match(actual: CallOutcome, expected: CallOutcome, *,
     )
 
 
+def call_departure(actual: CallOutcome, expected: CallOutcome) -> float:
+    """How far two calls stand apart, in tolerances: the smallest ``margin`` at which
+    ``calls_match`` holds (infinity where none does: a raise on one side only, another
+    structure). The largest departure over the call's forwards and outputs."""
+    if len(actual.forwards) != len(expected.forwards):
+        return float("inf")
+    worst = 0.0
+    for a, e in zip(actual.forwards, expected.forwards, strict=True):
+        match = forwards_match(a, e, exact_outputs=False)
+        if not match.same:
+            return float("inf")
+        if match.reason == "raised":
+            continue
+        for got, want in zip(a.outputs, e.outputs, strict=True):
+            worst = max(worst, tensor_departure(got, want))
+    return worst
+
+
 def mutated_inputs(forward: Forward, inputs: Mapping[str, torch.Tensor],
                    positions: Mapping[str, str]) -> list[str]:
     """Positions whose tensor after the call differs from what was handed in."""
@@ -153,3 +201,4 @@ def mutated_inputs(forward: Forward, inputs: Mapping[str, torch.Tensor],
         ):
             changed.append(position)
     return changed
+

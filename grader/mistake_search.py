@@ -7,6 +7,12 @@ of calls is explained on its own by its smallest explanations. Where several tie
 agree on is the diagnosis: the codes, not the variants, since feedback is per code. A group's
 calls that no hypothesis explains, or whose tied explanations disagree on a code, are left
 unexplained where they depart from the reference.
+
+A call on which a variant stays within the evidence margin of the reference cannot tell them
+apart, so a student near the reference there is consistent with the variant. Where that lets
+several hypotheses of one size explain the calls, those the student's values match within the
+tolerance itself come first: a mistake that moves a probe only a little (an epsilon) is still
+named when the probe shows it.
 """
 
 from __future__ import annotations
@@ -82,8 +88,9 @@ class MistakeSearch:
         # Calls where the student differs from the reference go first: most hypotheses fail there.
         ordered = sorted(usable, key=self._matches_reference)
         # The smallest hypothesis that explains every call at once, if there is one.
-        for hypothesis in self._hypotheses:
+        for index, hypothesis in enumerate(self._hypotheses):
             if self._explains(hypothesis, ordered):
+                hypothesis = self._closest(hypothesis, self._hypotheses[index + 1:], ordered)
                 return self._explanation({call_id: (hypothesis,) for call_id in usable}, ())
 
         # Otherwise each scenario group on its own: its smallest explanations. Where several
@@ -92,7 +99,8 @@ class MistakeSearch:
         by_call: dict[str, tuple[Hypothesis, ...]] = {}
         unexplained: list[str] = []
         for group_calls in _groups(self._plan, ordered).values():
-            best = self._smallest_explanations(group_calls)
+            found = self._smallest_explanations(group_calls)
+            best = [h for h in found if self._close(h, group_calls)] or found
             codes = [self._codes_of(hypothesis) for hypothesis in best]
             common = frozenset.intersection(*codes) if codes else frozenset()
             if best and all(c == common for c in codes):
@@ -118,6 +126,23 @@ class MistakeSearch:
             if self._explains(hypothesis, call_ids):
                 found.append(hypothesis)
         return found
+
+    def _closest(self, found: Hypothesis, later: list[Hypothesis],
+                 call_ids: list[str]) -> Hypothesis:
+        """``found``, unless it reproduces a departing call only within the evidence margin
+        and a later hypothesis of its size explains the calls within the tolerance itself:
+        where the probe shows the student's values that precisely, they decide."""
+        if self._close(found, call_ids):
+            return found
+        return next((h for h in later if len(h) == len(found)
+                     and self._explains(h, call_ids) and self._close(h, call_ids)), found)
+
+    def _close(self, hypothesis: Hypothesis, call_ids: list[str]) -> bool:
+        """Whether the hypothesis reproduces every call where the student departs from the
+        reference within the tolerance, not merely as a variant the call cannot tell from
+        the reference."""
+        return all(self._matches_reference(c) or self._reproduces_closely(hypothesis, c)
+                   for c in call_ids)
 
     # Whether a hypothesis explains a set of calls, cheapest refusals first.
 
@@ -216,6 +241,18 @@ class MistakeSearch:
                              None)
             self._forms_found[key] = found
         return self._forms_found[key]
+
+    def _reproduces_closely(self, hypothesis: Hypothesis, call_id: str) -> bool:
+        """Whether the hypothesis reproduces the call other than by the margin clause of
+        ``_variant_matches`` (rejections and random calls have no closer reading)."""
+        form = self._reproducing_form(hypothesis, call_id)
+        if form is None:
+            return False
+        if self._reference[call_id].rejected or (
+                self._plan.call(call_id).compare == "reference-only"):
+            return True
+        return calls_match(self._student[call_id], self._outcome(form, call_id),
+                           nan_is_wildcard=True)
 
     def _moves(self, mistake_id: str, call_id: str) -> bool:
         """Whether the mistake alone moves the call beyond the evidence margin (a call it

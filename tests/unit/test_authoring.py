@@ -31,4 +31,16 @@ def test_every_pair_is_counted_examined_or_not_with_why() -> None:
     text = report.render()
     assert "pairs of mistakes: 3; examined 2, of which 2 diagnosed with exactly their codes" in text
     assert "not examined: 1 that cannot co-occur (declared in excludes)" in text
-    assert report.sound and text.endswith("sound")
+    assert report.skipped == () and report.sound and text.endswith("sound")
+
+
+def test_a_pair_neither_examined_nor_excluded_is_skipped_and_not_sound() -> None:
+    rows = (CoverageRow((), frozenset(), frozenset(), 5.0, 5.0),
+            _row(("a",), {"x"}, {"x"}), _row(("b",), {"x"}, {"x"}), _row(("c",), {"y"}, {"y"}),
+            _row(("a", "b"), {"x"}, {"x"}))
+    report = CoverageReport("toy", 0, rows, excluded=(("b", "c"),))
+    assert report.skipped == (("a", "c"),)
+    text = report.render()
+    assert "pairs of mistakes: 3; examined 1" in text
+    assert "(declared in excludes), 1 skipped" in text and "SKIPPED a + c" in text
+    assert not report.sound and "NOT sound" in text

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
-import torch
+import math
 
-from grader.compare import grads_equivalent, mutated_inputs, tensors_close, tolerance
-from grader.outcomes import Forward
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from grader.compare import (
+    call_departure,
+    calls_match,
+    grads_equivalent,
+    mutated_inputs,
+    tensor_departure,
+    tensors_close,
+    tolerance,
+)
+from grader.outcomes import CallOutcome, Forward, Raised
 
 
 def test_float32_rounding_is_tolerated_but_a_real_difference_is_not() -> None:
@@ -87,3 +99,54 @@ def test_mutated_inputs_are_found_by_position() -> None:
     forward = Forward(status="ok", after={"arg0": torch.ones(2) * 2,
                                           "arg1": torch.tensor([True, False])})
     assert mutated_inputs(forward, inputs, {"arg0": "q", "arg1": "mask"}) == ["arg0"]
+
+
+_FINITE = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False, allow_infinity=False)
+
+
+@given(expected=st.lists(_FINITE, min_size=1, max_size=8), data=st.data(),
+       dtype=st.sampled_from([torch.float32, torch.float64]),
+       margin=st.floats(min_value=0.01, max_value=1e4))
+def test_departure_is_the_least_margin_at_which_tensors_are_close(
+        expected: list[float], data: st.DataObject, dtype: torch.dtype, margin: float) -> None:
+    noise = data.draw(st.lists(st.floats(min_value=-1e3, max_value=1e3), min_size=len(expected),
+                               max_size=len(expected)))
+    want = torch.tensor(expected, dtype=torch.float64).to(dtype)
+    scale = torch.tensor(noise, dtype=torch.float64) * tolerance(dtype)[0]
+    got = (want.double() + scale).to(dtype)
+    departure = tensor_departure(got, want)
+    if departure < margin * (1 - 1e-6):
+        assert tensors_close(got, want, margin=margin)
+    if departure > margin * (1 + 1e-6):
+        assert not tensors_close(got, want, margin=margin)
+
+
+def test_departure_is_infinite_where_no_margin_makes_tensors_close() -> None:
+    x = torch.randn(3, 4)
+    assert tensor_departure(x, x.clone()) == 0.0
+    assert tensor_departure(x, x[:2]) == math.inf
+    assert tensor_departure(x.isnan() | True, x > 0) == math.inf
+    nan = x.clone()
+    nan[0, 0] = math.nan
+    assert tensor_departure(nan, x) == math.inf and tensor_departure(x, nan) == math.inf
+    inf = x.clone()
+    inf[1, 1] = math.inf
+    assert tensor_departure(inf, inf.clone()) == 0.0
+    assert tensor_departure(-inf, inf) == math.inf
+    assert tensor_departure(None, None) == 0.0 and tensor_departure(x, None) == math.inf
+
+
+def test_call_departure_counts_in_tolerances_and_a_lone_raise_as_infinite() -> None:
+    x = torch.ones(4, dtype=torch.float64)
+    atol, rtol = tolerance(torch.float64)
+
+    def call(*outputs: torch.Tensor, raised: Raised | None = None) -> CallOutcome:
+        forward = Forward("ok" if raised is None else "raised", raised, outputs=outputs)
+        return CallOutcome("c", "ok", (forward,))
+
+    moved = call(x + 5 * (atol + rtol))
+    assert abs(call_departure(moved, call(x)) - 5) < 1e-6
+    assert not calls_match(moved, call(x), margin=4.9) and calls_match(moved, call(x), margin=5.1)
+    error = Raised("ValueError", True, "no key")
+    assert call_departure(call(raised=error), call(raised=error)) == 0.0
+    assert call_departure(call(raised=error), call(x)) == math.inf

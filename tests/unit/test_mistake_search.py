@@ -1,6 +1,7 @@
 """The mistake search on made-up outcomes: when a raise the student shares with a variant is
 that variant's mistake, and when it is the student's code failing on every input; mistakes
-that share a code, found together and told by their code when they tie."""
+that share a code, found together and told by their code when they tie; mistakes that move a
+probe by less than the evidence margin, told apart where the probe shows the student's values."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from assignments import KnownMistake, ProbeCall, ProbePlan
+from grader.compare import tolerance
 from grader.diagnosis import DiagnosisInput, diagnose
 from grader.mistake_search import Hypothesis, co_occurring_pairs
 from grader.outcomes import CallOutcome, Forward, Frame, Raised
@@ -177,3 +179,22 @@ def test_tied_variants_gradients_are_those_of_either() -> None:
 def test_pairs_that_share_a_code_can_co_occur() -> None:
     assert [(a.id, b.id) for a, b in co_occurring_pairs([ROWS, PADDING, SCALE])] == [
         (ROWS.id, PADDING.id)]
+
+
+EPSILON_INSIDE = KnownMistake("eps-inside-root", "epsilon-inside-root", "sqrt(var + eps)")
+EPSILON_OUTSIDE = KnownMistake("eps-outside-root", "epsilon-outside-root", "sqrt(var) + eps")
+
+
+@given(inside=st.integers(2, 9), apart=st.integers(3, 10), student_inside=st.booleans())
+def test_a_mistake_within_the_evidence_margin_is_named_where_the_probe_shows_it(
+        inside: int, apart: int, student_inside: bool) -> None:
+    """Two epsilons of different codes move a call by fewer tolerances than the evidence
+    margin, so the call cannot tell either from the reference; the student's values match one
+    of them within the tolerance itself, and that one is named."""
+    step = tolerance(torch.float32)[0]
+    shifts = {EPSILON_INSIDE.id: {0: inside * step},
+              EPSILON_OUTSIDE.id: {0: (inside + apart) * step}}
+    mine = EPSILON_INSIDE if student_inside else EPSILON_OUTSIDE
+    codes = _diagnosed(["plain", "plain"], [EPSILON_INSIDE, EPSILON_OUTSIDE], shifts,
+                       {0: shifts[mine.id][0]})
+    assert codes == {mine.code: ("c0",)}

@@ -101,3 +101,56 @@ def test_new_writes_the_starter_notebook_the_shipped_labs_have(course: Path) -> 
     starter = (course / "week-one" / "starter" / "week_one.py").read_text()
     assert starter.rstrip("\n") in sources
     assert any('autograde.check("week-one")' in source for source in sources)
+
+
+EPSILONS = {"scale-epsilon": ("sqrt(D + 1e-4)", "1.0 / math.sqrt(d + 1e-4)"),
+            "scale-epsilon-outside": ("sqrt(D) + 4e-5", "1.0 / (math.sqrt(d) + 4e-5)")}
+
+
+def _with_epsilons(package: Path, epsilons: dict[str, tuple[str, str]] = EPSILONS) -> None:
+    """More scale mistakes, each of its own code (by default two that move the float64 scores
+    by fewer tolerances than the evidence margin, about 6 and 14, and differ by 8)."""
+    reference = package / "hidden" / "reference.py"
+    text = reference.read_text()
+    for mistake, (description, scale) in epsilons.items():
+        declared = f'KnownMistake("{mistake}", "{mistake}", "{description}", excludes=_SCALES)'
+        text = text.replace('    KnownMistake("wrong-scale-d"',
+                            f'    {declared},\n    KnownMistake("wrong-scale-d"')
+        text = text.replace('    elif "wrong-scale-d" in mistakes:',
+                            f'    elif "{mistake}" in mistakes:\n        scale = {scale}\n'
+                            '    elif "wrong-scale-d" in mistakes:')
+    reference.write_text(text.replace('"wrong-scale-d"})', '"wrong-scale-d", *EPSILONS})').replace(
+        "_SCALES = ", f"EPSILONS = {sorted(epsilons)!r}\n_SCALES = "))
+    spec = package / "assignment.toml"
+    spec.write_text(spec.read_text() + "".join(
+        f'\n[codes.{mistake}]\ntitle = "an epsilon in the scale"\n'
+        'message = "On {input}, your scores match {variant}."\nhint = "D is never zero."\n'
+        for mistake in epsilons))
+
+
+def test_mistakes_below_the_evidence_margin_are_named_or_shown_as_blind_spots(
+        course: Path) -> None:
+    assert main(["assignments", "new", "week-one"]) == 0
+    _with_epsilons(course / "week-one")
+    report = coverage_report(load_assignment("week-one"), seed=0)
+    rows = {row.mistakes: row for row in report.rows}
+    # Each alone: named by its own code, though the call cannot tell either from the reference.
+    assert all(rows[(mistake,)].ok for mistake in EPSILONS)
+    # Beside a float32 answer, neither shows: check says where, by how much, and what would.
+    assert not rows[("scale-epsilon", "dtype-changed")].ok
+    text = report.render()
+    assert ("scale-epsilon beside dtype-changed moves no call's outputs by more than 20 "
+            "tolerances, the least that is evidence: at most 0.0245 on call heads") in text
+    assert "Add a call on whose input the step it changes matters more" in text
+
+
+def test_two_mistakes_no_call_tells_apart_are_shown_as_such(course: Path) -> None:
+    """sqrt(D + 1e-4) and sqrt(D) + 1.768e-5 agree to a fraction of a tolerance for D = 8."""
+    assert main(["assignments", "new", "week-one"]) == 0
+    _with_epsilons(course / "week-one", {
+        "scale-epsilon": EPSILONS["scale-epsilon"],
+        "scale-epsilon-outside": ("sqrt(D) + 1.768e-5", "1.0 / (math.sqrt(d) + 1.768e-5)")})
+    report = coverage_report(load_assignment("week-one"), seed=0)
+    assert not report.sound
+    assert ("- no call tells scale-epsilon-outside (scale-epsilon-outside) from scale-epsilon "
+            "(scale-epsilon): their outputs are at most") in report.render()
