@@ -25,13 +25,14 @@ _AFTER_THE_CACHE = frozenset({"rope-offset-not-continued", "cache-not-updated",
                               "causal-not-shifted", "cache-padding-lost", "rope-offset-twice",
                               "rope-angles-by-length", "cache-keys-unrotated",
                               "cache-keys-rotated-twice", "chunk-causal-leak",
-                              "chunk-ignores-cache", "cache-shared-buffer"})
+                              "chunk-ignores-cache", "chunk-restarts-cache",
+                              "cache-shared-buffer"})
 # The positions of the rotation after a cache: each of these computes them its own way.
 _POSITIONS = frozenset({"rope-offset-not-continued", "rope-offset-twice",
                         "rope-angles-by-length"})
 # The keys a call attends to and hands on: each of these builds them its own way.
 _KEYS = frozenset({"cache-keys-unrotated", "cache-keys-rotated-twice", "chunk-ignores-cache",
-                   "cache-shared-buffer", "cache-not-updated"})
+                   "chunk-restarts-cache", "cache-shared-buffer", "cache-not-updated"})
 # The frequencies of the rotation.
 _FREQUENCIES = frozenset({"rope-exponent-halved", "rope-base-ignored"})
 # The causal triangle.
@@ -93,6 +94,10 @@ MISTAKES: list[KnownMistake] = [
     KnownMistake("chunk-ignores-cache", "cache-chunk-ignored",
                  "a call with a cache and several new tokens attends only to its own tokens",
                  excludes=_KEYS - {"chunk-ignores-cache"}),
+    KnownMistake("chunk-restarts-cache", "cache-chunk-ignored",
+                 "a call with a cache and several new tokens is taken for a prefill: it "
+                 "attends only to its own tokens and returns a cache of them alone",
+                 excludes=_KEYS - {"chunk-restarts-cache"}),
     KnownMistake("cache-shared-buffer", "cache-shared-state",
                  "the returned caches are views of one buffer of the module, written in "
                  "place by every call (or that keeps the keys itself and reads only the length "
@@ -238,9 +243,12 @@ class ManualMultiHeadAttention(nn.Module):
             handed_on = KVCache(stored, values, padding)
             if cache is not None:
                 keys = self._rotate(stored, 0)
-        if "chunk-ignores-cache" in m and cache is not None and t_q > 1:
+        if m & {"chunk-ignores-cache", "chunk-restarts-cache"} and cache is not None \
+                and t_q > 1:
             keys, values, padding = k, v, new_padding
             key_positions = key_positions[-t_k:]
+            if "chunk-restarts-cache" in m:
+                handed_on = KVCache(k, v, new_padding)
         t_all = keys.shape[2]
 
         allowed = padding[:, None, None, :]
