@@ -35,6 +35,8 @@ _KEYS = frozenset({"cache-keys-unrotated", "cache-keys-rotated-twice", "chunk-ig
                    "chunk-restarts-cache", "cache-shared-buffer", "cache-not-updated"})
 # The frequencies of the rotation.
 _FREQUENCIES = frozenset({"rope-exponent-halved", "rope-base-ignored"})
+# What becomes of a padded query's row: each of these treats it its own way.
+_EMPTY_ROWS = frozenset({"query-padding-ignored", "padded-query-rejected", "padded-query-nan"})
 # The causal triangle.
 _TRIANGLE = frozenset({"causal-not-shifted", "causal-by-length", "chunk-causal-leak"})
 
@@ -106,9 +108,11 @@ MISTAKES: list[KnownMistake] = [
     KnownMistake("causal-by-length", "causal-ignores-offsets",
                  "causal triangle placed by the numbers of queries and keys (its bottom-right "
                  "corner), not by their positions", excludes=_TRIANGLE - {"causal-by-length"}),
-    KnownMistake("padded-query-rejected", "query-padding-rejected",
-                 "ValueError for a padded query with no allowed key (its row is zeroed "
-                 "instead)", excludes=frozenset({"query-padding-ignored"})),
+    KnownMistake("padded-query-rejected", "query-padding-empty-row",
+                 "raises ValueError", excludes=_EMPTY_ROWS - {"padded-query-rejected"}),
+    KnownMistake("padded-query-nan", "query-padding-empty-row",
+                 "returns NaN (the softmax of a row with no key, multiplied by the padding "
+                 "mask)", excludes=_EMPTY_ROWS - {"padded-query-nan"}),
     KnownMistake("missing-validation", "missing-validation",
                  "no ValueError when d_model % num_heads != 0"),
     KnownMistake("odd-head-rope-accepted", "misuse-accepted",
@@ -276,15 +280,19 @@ class ManualMultiHeadAttention(nn.Module):
             raise ValueError("a query has no key it may attend to")
         if query_padding_mask is not None and "query-padding-ignored" not in m:
             real_query = query_padding_mask[:, None, :, None]
-            allowed = allowed | ~real_query  # a padded query's row is zeroed below, never empty
-        if not bool(allowed.any(dim=-1).all()):
+        checked = allowed if real_query is None else allowed | ~real_query
+        if not bool(checked.any(dim=-1).all()):
             raise ValueError("a query has no key it may attend to")
+        if "padded-query-nan" not in m:
+            allowed = checked  # a padded query's row is zeroed below, never empty
         weights = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
         weights = F.dropout(weights, p=self.dropout, training=self.training)
         heads = weights @ values
         output: torch.Tensor = self.out_proj(heads.transpose(1, 2).reshape(batch, t_q,
                                                                           self.d_model))
-        if real_query is not None:
+        if real_query is not None and "padded-query-nan" in m:
+            output = output * real_query[:, 0]
+        elif real_query is not None:
             output = output.masked_fill(~real_query[:, 0], 0.0)
         if not use_cache:
             return output
