@@ -55,6 +55,9 @@ class CheckSpec:
     """Ids of the probe calls the check looks at."""
     points: float
     visibility: Visibility = Visibility.VISIBLE
+    code: str = ""
+    """The lab code a failure of this check proves on the calls only it judges (``compare =
+    "property"``), a crash there included; empty: the kind's own, if any."""
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,7 @@ def _check(raw: dict[str, Any]) -> CheckSpec:
         calls=tuple(raw["calls"]),
         points=float(raw["points"]),
         visibility=Visibility(raw.get("visibility", "visible")),
+        code=str(raw.get("code", "")),
     )
 
 

@@ -93,6 +93,7 @@ def check_kinds() -> dict[str, CallJudge]:
         "deterministic-in-eval": _deterministic_in_eval,
         "dropout": _dropout,
         "decoding-matches-full": _decoding_matches_full,
+        "forwards-agree": _forwards_agree,
         "learns": judge_learns,
     }
 
@@ -511,6 +512,29 @@ def _decoding_matches_full(call: ProbeCall, student: CallOutcome, reference: Cal
     return (f"decoding step by step with the cache gave other outputs than one causal pass "
             f"over the whole sequence, by up to {max_difference(joined, whole):.3g}, from "
             f"position {first} on.")
+
+
+def _forwards_agree(call: ProbeCall, student: CallOutcome, reference: CallOutcome,
+                    context: CheckContext) -> str | None:
+    """Every forward of the call returns the first output its first forward returned, within
+    ``meta["agree_within"]`` (absolute; the dtype's tolerance without it). The forwards differ
+    only in what the contract says the output does not depend on (rotary attention at equal
+    query and key offsets, far from 0), so the student is compared with themself: float32
+    rounding at far positions keeps a comparison with the reference from being exact.
+    ``meta["later"]`` says in a few words what the later forwards changed."""
+    outputs = [forward.outputs[0] if forward.outputs else None for forward in student.forwards]
+    first = outputs[0] if outputs else None
+    if first is None or len(outputs) < 2 or any(output is None for output in outputs):
+        return "a forward did not return an output tensor."
+    within = float(call.meta.get("agree_within", tolerance(first.dtype)[0]))
+    later = str(call.meta.get("later", "of the later forwards"))
+    for output in outputs[1:]:
+        assert output is not None
+        moved = max_difference(output, first)
+        if not moved <= within:
+            return (f"the outputs {later} differ from those of the first forward by up to "
+                    f"{moved:.3g}, where they should be the same.")
+    return None
 
 
 def input_positions(call: ProbeCall, forward_index: int) -> dict[str, str]:

@@ -12,7 +12,7 @@ dtypes, mutated inputs, forbidden APIs, and failures (time, memory, crashes, int
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -264,13 +264,18 @@ REJECTING_EVERYTHING = ("raises-value-error", "runtime-error")
 
 
 def with_defining_checks(findings: list[Finding], plan: ProbePlan,
-                         failed: Sequence[tuple[str, tuple[str, ...]]]) -> list[Finding]:
+                         failed: Sequence[tuple[str, tuple[str, ...]]], *,
+                         declared: Sequence[tuple[str, tuple[str, ...]]] = ()) -> list[Finding]:
     """Name what failed defining checks prove where no known mistake explained the outputs.
 
     ``failed`` is (check kind, failing calls). Only calls left as ``wrong-output`` count: where
     a known mistake reproduced the outputs (softmax over queries also mixes positions), the
     failed property is a consequence of that mistake. Unexplained outputs in the scenario
     groups of the proving calls are then put down to the proven mistake.
+
+    ``declared`` is (code, failing calls) of the checks that name the code their failure
+    proves (``CheckSpec.code``): on property calls it is that code, also where the call raised
+    (the crash is what the property rules out, not a ``runtime-error`` of its own).
     """
     unexplained = {c for f in findings if f.code == "wrong-output" for c in f.calls}
     added = [Finding(DEFINING_CHECKS[kind], proving)
@@ -281,6 +286,9 @@ def with_defining_checks(findings: list[Finding], plan: ProbePlan,
                   for kind, calls in failed if kind in PROPERTY_CHECKS
                   if (proving := tuple(c for c in calls if plan.call(c).compare == "property"
                                        and c not in failed_otherwise))]
+    if declared:
+        findings, proven = _declared_properties(findings, plan, declared, failed_otherwise)
+        properties += proven
     if properties:
         findings = _merge([*findings, *properties])
     covered = {c for f in findings for c in f.calls}
@@ -301,6 +309,41 @@ def with_defining_checks(findings: list[Finding], plan: ProbePlan,
             finding = Finding(finding.code, remaining, finding.detail)
         kept.append(finding)
     return _merge(kept + added)
+
+
+def _declared_properties(findings: list[Finding], plan: ProbePlan,
+                         declared: Sequence[tuple[str, tuple[str, ...]]],
+                         failed_otherwise: set[str]) -> tuple[list[Finding], list[Finding]]:
+    """The findings with the property calls of checks that declare their code put down to a
+    cause: a crash there is the declared code's evidence (not a ``runtime-error``); a property
+    that returned other values is the consequence of the known mistakes found elsewhere (a
+    rotation of the values also moves the outputs with the offset), else the declared code."""
+    crashed = {c for f in findings if f.code == "runtime-error" for c in f.calls}
+    known = [index for index, f in enumerate(findings) if f.mistake]
+    proven: list[Finding] = []
+    consequences: list[str] = []
+    for code, calls in declared:
+        proving = []
+        for call_id in calls:
+            if plan.call(call_id).compare != "property":
+                continue
+            if call_id in crashed or (call_id not in failed_otherwise and not known):
+                proving.append(call_id)
+            elif call_id not in failed_otherwise:
+                consequences.append(call_id)
+        if proving:
+            proven.append(Finding(code, tuple(proving)))
+    taken = {c for finding in proven for c in finding.calls}
+    kept = []
+    for index, finding in enumerate(findings):
+        if finding.code == "runtime-error":
+            finding = replace(finding, calls=tuple(c for c in finding.calls if c not in taken))
+            if not finding.calls:
+                continue
+        elif index in known:
+            finding = replace(finding, calls=finding.calls + tuple(consequences))
+        kept.append(finding)
+    return kept, proven
 
 
 def _merge(findings: list[Finding]) -> list[Finding]:

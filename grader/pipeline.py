@@ -211,7 +211,9 @@ def judge_outcomes(
     ))
     findings = with_defining_checks(
         [*findings, *extra_findings], plan,
-        [(check.kind, verdict.failing_calls) for check, verdict in verdicts])
+        [(check.kind, verdict.failing_calls) for check, verdict in verdicts],
+        declared=[(check.code, verdict.failing_calls) for check, verdict in verdicts
+                  if check.code])
     findings = learning.training_findings(findings, plan, student, trained, lost_code=lost_code)
     catalogue = catalogue_of(assignment)
     diagnoses = with_fallback(diagnoses_from(findings, plan, verdicts, catalogue), verdicts,

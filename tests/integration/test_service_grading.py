@@ -347,7 +347,7 @@ def test_a_cache_submission_is_graded_through_the_service(pg_app: Flask,
     db.session().expire_all()
     result = db.session().get(Submission, submission.id).result  # type: ignore[union-attr]
     assert result is not None and result.codes == ["cache-missing-new-keys"]
-    assert result.document["score"] == 5.5 and result.document["max_score"] == 10
+    assert result.document["score"] == 5.75 and result.document["max_score"] == 10
 
 
 @pytest.mark.slow

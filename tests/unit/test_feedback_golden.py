@@ -79,6 +79,10 @@ def test_every_spec_code_has_a_message_and_a_hint() -> None:
         "no-bias-correction", "coupled-weight-decay", "decay-not-scaled-by-lr",
         "decay-after-update", "weight-decay-missing", "eps-misplaced", "step-counter-shared",
         "state-not-kept", "not-in-place", "grad-none-not-skipped", "group-hyperparameters-ignored",
+        # attention-kv-cache on code written elsewhere (issue 37)
+        "rope-before-head-split", "rope-wrong-frequencies", "rope-positions-wrong",
+        "rope-positions-limited", "cache-keys-rotation", "cache-chunk-ignored",
+        "cache-shared-state", "causal-ignores-offsets", "query-padding-empty-row",
     }
     catalogues = [catalogue_of(load_assignment(slug)) for slug in SLUGS]
     assert set().union(*catalogues) == spec_codes

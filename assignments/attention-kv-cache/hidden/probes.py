@@ -28,6 +28,13 @@ WEIGHT_SCALE = 0.5
 # A small rotary base: every pair of a head of width 8 turns by a visible angle per position,
 # so a pairing or an offset mistake shows in all features, not only in the fastest pair.
 ROPE_BASE = 100.0
+# Far beyond the tables of a fixed maximum length (2048 to 8192 positions) that code written
+# for one model builds.
+FAR = 10000
+# How far the outputs at FAR may be from those at 0: angles rounded to float32 there are off by
+# up to 1e-3 radians, which moves these outputs by up to about 4e-3; a table that stops short
+# of FAR raises, or moves them by 0.1 or more.
+FAR_AGREEMENT = 3e-2
 
 
 def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
@@ -94,6 +101,18 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
                 [forward(q, key_value=tensor(kv), query_position_offset=6,
                          key_position_offset=2)])
 
+    q = x("offsets-causal.query")
+    module_call("offsets-causal", "offsets", f"causal self-attention with use_rope=True on "
+                f"query {shape_of(bank, q)}, query_position_offset=6 and key_position_offset=2",
+                [forward(q, causal=True, query_position_offset=6, key_position_offset=2)])
+    q = x("far-offsets.query")
+    module_call("far-offsets", "far", f"causal self-attention with use_rope=True on query "
+                f"{shape_of(bank, q)}, both offsets 0 and then both offsets {FAR}",
+                [forward(q, causal=True),
+                 forward(q, causal=True, query_position_offset=FAR, key_position_offset=FAR)],
+                compare="property",
+                meta={"later": f"at both offsets {FAR}", "agree_within": FAR_AGREEMENT})
+
     sequence = x("prefill-decode.sequence", PREFILL + 3)
     first, second, third = pieces("prefill-decode", sequence, [0, PREFILL, PREFILL + 1,
                                                                PREFILL + 3])
@@ -132,6 +151,8 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
                  forward(second, causal=True, use_cache=True, cache=cached(0)),
                  forward(third, causal=True, use_cache=True, cache=cached(1))])
 
+    _reuse_calls(bank, module_call, forward, x, cached)
+
     q = x("query-padding.query", 5)
     real = torch.ones(B, 5, dtype=torch.bool)
     real[1, -2:] = False
@@ -141,6 +162,16 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
                 f"query_padding_mask and key_padding_mask {shape_of(bank, real_key)} (the last "
                 f"2 positions of batch 1 are padding)",
                 [forward(q, query_padding_mask=tensor(real_key),
+                         key_padding_mask=tensor(real_key))])
+    q = x("left-padding.query", 5)
+    real = torch.ones(B, 5, dtype=torch.bool)
+    real[1, :2] = False
+    real_key = bank.add("left-padding.mask", real)
+    module_call("left-padding", "query-padding",
+                f"causal self-attention with use_rope=True on query {shape_of(bank, q)} with "
+                f"query_padding_mask and key_padding_mask {shape_of(bank, real_key)} (the first "
+                f"2 positions of batch 1 are padding: their queries have no key to attend to)",
+                [forward(q, causal=True, query_padding_mask=tensor(real_key),
                          key_padding_mask=tensor(real_key))])
 
     calls.append(ProbeCall(
@@ -153,6 +184,31 @@ def build_calls(seed: int) -> tuple[list[ProbeCall], dict[str, torch.Tensor]]:
         "validation", "ManualMultiHeadAttention(d_model=12, num_heads=4, use_rope=True)"))
     _misuse_calls(bank, module_call, forward, x, cached)
     return calls, bank.tensors
+
+
+def _reuse_calls(bank: InputBank, module_call: Any, forward: Any, x: Any, cached: Any) -> None:
+    """Caches handed back out of order: an earlier cache continued after a later one, and two
+    sequences decoded by one module, each with its own cache."""
+    prefill = x("cache-reuse.prefill", PREFILL)
+    first, second, third = (x(f"cache-reuse.token{index}", 1) for index in range(3))
+    module_call("cache-reuse", "reuse",
+                f"use_rope=True, causal=True, use_cache=True: a prefill of {PREFILL} tokens "
+                f"(cache A), token 1 with cache A (cache B), token 2 with cache A again, then "
+                f"token 3 with cache B (query {shape_of(bank, prefill)})",
+                [forward(prefill, causal=True, use_cache=True),
+                 forward(first, causal=True, use_cache=True, cache=cached(0)),
+                 forward(second, causal=True, use_cache=True, cache=cached(0)),
+                 forward(third, causal=True, use_cache=True, cache=cached(1))])
+    one, other = x("two-sequences.first", PREFILL), x("two-sequences.second", PREFILL - 1)
+    tokens = [x(f"two-sequences.token{index}", 1) for index in range(2)]
+    module_call("two-sequences", "reuse",
+                f"use_rope=True, causal=True, use_cache=True: one module prefills sequence 1 "
+                f"{shape_of(bank, one)}, then sequence 2 {shape_of(bank, other)}, then decodes "
+                f"a token of each with its own cache",
+                [forward(one, causal=True, use_cache=True),
+                 forward(other, causal=True, use_cache=True),
+                 forward(tokens[0], causal=True, use_cache=True, cache=cached(0)),
+                 forward(tokens[1], causal=True, use_cache=True, cache=cached(1))])
 
 
 def _misuse_calls(bank: InputBank, module_call: Any, forward: Any, x: Any, cached: Any) -> None:

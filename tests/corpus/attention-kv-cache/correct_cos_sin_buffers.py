@@ -1,4 +1,4 @@
-"""Correct: cos/sin tables precomputed in __init__ (buffers), additive -inf bias, heads in the batch."""
+"""Correct: cos/sin tables precomputed in __init__ (buffers, grown when a call reaches past them), additive -inf bias, heads in the batch."""
 import math
 from typing import NamedTuple
 
@@ -13,7 +13,7 @@ class KVCache(NamedTuple):
     key_padding_mask: torch.Tensor
 
 
-MAX_POSITIONS = 1024
+MAX_POSITIONS = 1024  # grown on demand
 
 
 class ManualMultiHeadAttention(nn.Module):
@@ -36,11 +36,15 @@ class ManualMultiHeadAttention(nn.Module):
             half = head_dim // 2
             freq = rope_base ** (-torch.arange(half, dtype=torch.float64) * 2 / head_dim)
             angle = torch.arange(MAX_POSITIONS, dtype=torch.float64)[:, None] * freq
+            self.register_buffer("freq", freq, persistent=False)
             self.register_buffer("cos_table", angle.cos(), persistent=False)
             self.register_buffer("sin_table", angle.sin(), persistent=False)
 
     def apply_rope(self, x, offset):
         n = x.shape[2]
+        if offset + n > self.cos_table.shape[0]:  # grow the tables for far positions
+            angle = torch.arange(2 * (offset + n), dtype=torch.float64)[:, None] * self.freq
+            self.cos_table, self.sin_table = angle.cos(), angle.sin()
         cos = self.cos_table[offset:offset + n].to(x.dtype)
         sin = self.sin_table[offset:offset + n].to(x.dtype)
         a, b = x.chunk(2, dim=-1)

@@ -1,4 +1,4 @@
-"""Rotates the values with the keys' positions too (cos/sin tables)."""
+"""Two slips: rotates the values with the keys' positions too, and its cos/sin tables stop at 1024 positions."""
 import math
 from typing import NamedTuple
 
