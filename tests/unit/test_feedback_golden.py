@@ -47,7 +47,8 @@ def _feedback(slug: str) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-SLUGS = ("attention", "multi-head-attention", "attention-kv-cache")
+ATTENTION_LABS = ("attention", "multi-head-attention", "attention-kv-cache")
+SLUGS = (*ATTENTION_LABS, "cross-entropy")
 
 
 @pytest.mark.parametrize("slug", SLUGS)
@@ -75,6 +76,10 @@ def test_every_spec_code_has_a_message_and_a_hint() -> None:
         "cache-padding-lost", "query-padding-ignored", "misuse-accepted",
         # mistakes only training shows (issue 16, item 3)
         "unstable-softmax", "dropout-wrong", "parameters-not-registered",
+        # cross-entropy (issue 35)
+        "unstable-logsumexp", "log-of-softmax", "wrong-class-axis", "ignored-targets-counted",
+        "mean-counts-ignored", "mean-over-classes", "smoothing-wrong-count",
+        "smoothing-ignored", "reduction-ignored", "one-hot-wrong",
     }
     catalogues = [catalogue_of(load_assignment(slug)) for slug in SLUGS]
     assert set().union(*catalogues) == spec_codes
@@ -94,6 +99,15 @@ def test_lab_neutral_codes_name_no_lab() -> None:
 
 
 def test_the_attention_labs_share_one_course_catalogue() -> None:
-    wrong_output = {catalogue_of(load_assignment(slug))["wrong-output"].hint for slug in SLUGS}
+    wrong_output = {catalogue_of(load_assignment(slug))["wrong-output"].hint
+                    for slug in ATTENTION_LABS}
     assert len(wrong_output) == 1 and "softmax" in wrong_output.pop()
     assert "softmax" not in NEUTRAL["wrong-output"].hint
+
+
+ATTENTION_ONLY = re.compile(r"attention|quer(y|ies)|\bkeys?\b|\bheads?\b|proj", re.IGNORECASE)
+
+
+def test_a_lab_without_attention_reads_no_attention_words() -> None:
+    feedback = (GOLDEN / "cross-entropy-feedback.txt").read_text(encoding="utf-8")
+    assert not ATTENTION_ONLY.search(feedback), ATTENTION_ONLY.search(feedback)

@@ -101,9 +101,9 @@ MISTAKES: list[KnownMistake] = [
                  "the mean is returned whatever reduction asks for",
                  excludes=frozenset({"reduction-unchecked"}) | _MEANS),
     KnownMistake("one-hot-reshaped", "one-hot-wrong",
-                 "the one-hot targets of (N, d) targets, (N, d, K), reshaped to (N, K, d) "
-                 "instead of having their class axis moved (permute), which scrambles "
-                 "classes and positions",
+                 "built as (N, d, K) from (N, d) targets and reshaped to (N, K, d) instead "
+                 "of having their class axis moved (permute), which scrambles classes and "
+                 "positions",
                  excludes=_AXES),
     KnownMistake("reduction-unchecked", "misuse-accepted",
                  "an unknown reduction falls through to 'none' instead of raising "
