@@ -121,7 +121,7 @@ def namespace(mistakes):
 
 
 def test_shipped_references_specialise_to_their_required_names() -> None:
-    for slug in ("attention", "multi-head-attention", "attention-kv-cache"):
+    for slug in ("attention", "multi-head-attention", "attention-kv-cache", "cross-entropy"):
         assignment = load_assignment(slug)
         source = reference_submission(assignment)
         assert "mistakes" not in source, slug
