@@ -150,9 +150,10 @@ class MistakeSearch:
 
         Where the student departs from the reference, a pair can only reproduce it if a member
         moves that call; where exactly one member moves it, that member alone must already
-        reproduce it, unless the student raised or produced NaN or infinity there, or the
-        member alone returns another shape than the reference: the other member may then act
-        on what the first changed (a mask read backwards empties a row that a missing check
+        reproduce it (within the evidence margin: the other moves it less than that), unless
+        the student raised or produced NaN or infinity there, or the member alone returns
+        another shape than the reference: the other member may then act on what the first
+        changed (a mask read backwards empties a row that a missing check
         then lets through; a softmax over the wrong axis makes probabilities tiny that a log
         then turns into -inf; a mean over every target, ignored ones included, shows behind
         an ignored ``reduction="none"``).
@@ -170,7 +171,11 @@ class MistakeSearch:
                 # A finite answer of the reference's shape is not what such a pair leaves.
                 exempt = (_raised_or_not_finite(self._student[call_id])
                           or _reshaped(self._outcome(single, call_id), self._reference[call_id]))
-                if not exempt and not self._reproduces(single, call_id):
+                # The other member moves this call less than the margin alone, so it may
+                # leave the pair that far from the first member.
+                if not exempt and not self._reproduces(single, call_id) and not calls_match(
+                        self._student[call_id], self._outcome(single, call_id),
+                        margin=EVIDENCE_MARGIN):
                     return False
         return True
 

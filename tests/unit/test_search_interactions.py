@@ -103,3 +103,17 @@ def test_a_pair_is_not_ruled_out_by_a_call_it_barely_moves() -> None:
                           if mistake in mistakes)
 
     assert _codes(values, BOTH) == {"first-code", "second-code"}
+
+
+def test_a_pair_is_not_ruled_out_where_one_member_barely_moves_a_call() -> None:
+    # Call 0: the second alone moves it less than the evidence margin, so the pair may differ
+    # from the first alone by that much there.
+    def values(mistakes: Hypothesis, call: int) -> torch.Tensor:
+        base = torch.tensor([1.0, 2.0, 3.0]) + call
+        if "first" in mistakes:
+            base = base + 5.0
+        if "second" in mistakes:
+            base = base + (5e-3 if call == 0 else 7.0)
+        return base
+
+    assert _codes(values, BOTH) == {"first-code", "second-code"}
