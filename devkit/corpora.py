@@ -28,12 +28,12 @@ from devkit.paths import CORPUS
 from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 
-SLUGS = ("attention", "multi-head-attention", "attention-kv-cache", "adamw")
+SLUGS = ("attention", "multi-head-attention", "attention-kv-cache", "adamw", "cross-entropy")
 # How many seeds the multi-seed corpus tests grade each file on; AUTOGRADE_CORPUS_SEEDS overrides.
 DEFAULT_SEED_COUNT = 5
 # Fewer seeds where a grading costs more: the cache assignment's calls are several forwards each
-# and its variants run them all.
-SEED_COUNTS = {"attention-kv-cache": 2}
+# and its variants run them all; the loss lab has many files (check proves it on seeds 0-11).
+SEED_COUNTS = {"attention-kv-cache": 2, "cross-entropy": 2}
 
 
 def corpus_file(slug: str, name: str) -> dict[str, bytes]:
@@ -44,7 +44,8 @@ def corpus_file(slug: str, name: str) -> dict[str, bytes]:
 def corpus(slug: str, name: str) -> tuple[str, bytes]:
     """A corpus file as (the entry file name, its bytes)."""
     entry = {"attention": "attention.py", "multi-head-attention": "mha.py",
-             "attention-kv-cache": "attention_kv_cache.py", "adamw": "adamw.py"}[slug]
+             "attention-kv-cache": "attention_kv_cache.py", "adamw": "adamw.py",
+             "cross-entropy": "cross_entropy.py"}[slug]
     return entry, (CORPUS / slug / name).read_bytes()
 
 

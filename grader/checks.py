@@ -124,8 +124,13 @@ def _unusable(student: CallOutcome, reference: CallOutcome) -> str | None:
     return None
 
 
-def structure_problem(got: Forward, want: Forward) -> str | None:
-    """How the returned value's form differs from the reference's, or None."""
+def structure_problem(got: Forward, want: Forward, *, shapes: bool = True) -> str | None:
+    """How the returned value's form differs from the reference's, or None.
+
+    With ``shapes=False`` a returned tensor of another shape is not a difference of form: the
+    mistake search judges it as a value, which a known mistake may reproduce (a loss that
+    ignores ``reduction="none"`` returns a 0-d tensor), and ``shape_problem`` words it.
+    """
     if want.status != "ok" or got.status != "ok":
         return None
     if got.structure != want.structure:
@@ -143,10 +148,18 @@ def structure_problem(got: Forward, want: Forward) -> str | None:
             return f"returned item {paths[index]} is not a plain torch.Tensor."
         # The items of a nested value (the state handed to the next call, such as a cache)
         # are values: another shape there is a wrong value, judged as one.
-        if g.shape != w.shape and "][" not in paths[index]:
+        if shapes and g.shape != w.shape and "][" not in paths[index]:
             return (f"returned item {paths[index]} has shape {tuple(g.shape)}, "
                     f"expected {tuple(w.shape)}.")
     return None
+
+
+def shape_problem(got: Forward, want: Forward) -> str | None:
+    """How a returned tensor's shape differs from the reference's where the form is the same
+    (what ``structure_problem`` leaves out with ``shapes=False``), or None."""
+    if structure_problem(got, want, shapes=False) is not None:
+        return None
+    return structure_problem(got, want)
 
 
 def leaf_paths(structure: str, count: int) -> list[str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from assignments import KnownMistake, ProbeCall, ProbePlan
-from grader.checks import dtype_changed, input_positions, structure_problem
+from grader.checks import dtype_changed, input_positions, shape_problem, structure_problem
 from grader.compare import grads_equivalent, is_zero, mutated_inputs, tensors_close
 from grader.findings import Finding
 from grader.mistake_search import Explanation, MistakeSearch, VariantRunner
@@ -60,7 +60,8 @@ def _failure_findings(data: DiagnosisInput, findings: list[Finding]) -> list[str
     usable = []
     for call in data.plan.calls:
         student, reference = data.student[call.id], data.reference[call.id]
-        code, detail = _failure(student, reference)
+        # Calls the search never sees keep every shape a matter of form.
+        code, detail = _failure(student, reference, shapes=call.compare == "property")
         if code == "lost":
             code = data.lost_code
         if code:
@@ -82,7 +83,8 @@ def _property_crashes(data: DiagnosisInput, calls: list[str]) -> list[Finding]:
     return findings
 
 
-def _failure(student: CallOutcome, reference: CallOutcome) -> tuple[str, str]:
+def _failure(student: CallOutcome, reference: CallOutcome, *,
+             shapes: bool = False) -> tuple[str, str]:
     if student.status == "lost":
         return "lost", ""
     if student.status == "timeout":
@@ -98,10 +100,21 @@ def _failure(student: CallOutcome, reference: CallOutcome) -> tuple[str, str]:
             return "memory-limit", ""
         if got.raised is not None and got.raised.at_call_boundary:
             return "interface-error", f"the call failed: {got.raised.message}"
-        problem = structure_problem(got, want)
+        # A tensor of another shape is judged by the search (unless ``shapes``): a known
+        # mistake may return it.
+        problem = structure_problem(got, want, shapes=shapes)
         if problem:
             return "interface-error", problem
     return "", ""
+
+
+def _shape_problem(student: CallOutcome, reference: CallOutcome) -> str | None:
+    """How the shapes the student returned differ from the reference's, or None."""
+    for got, want in zip(student.forwards, reference.forwards, strict=False):
+        problem = shape_problem(got, want)
+        if problem:
+            return problem
+    return None
 
 
 def _value_findings(data: DiagnosisInput, explanation: Explanation) -> list[Finding]:
@@ -123,6 +136,12 @@ def _value_findings(data: DiagnosisInput, explanation: Explanation) -> list[Find
         assert first is not None
         findings.append(Finding("runtime-error", tuple(raised_unexpectedly), first.summary()))
     wrong = [c for c in explanation.unexplained if c not in raised_unexpectedly]
+    # A shape that no known mistake returns is the contract not kept: an interface error.
+    shapes = {c: problem for c in wrong
+              if (problem := _shape_problem(data.student[c], data.reference[c]))}
+    if shapes:
+        findings.append(Finding("interface-error", tuple(shapes), next(iter(shapes.values()))))
+    wrong = [c for c in wrong if c not in shapes]
     if wrong:
         findings.append(Finding("wrong-output", tuple(wrong)))
     return findings

@@ -175,13 +175,17 @@ class MistakeSearch:
 
         Where the student departs from the reference, a pair can only reproduce it if a member
         moves that call; where exactly one member moves it, that member alone must already
-        reproduce it, unless it and the student raised or produced NaN there (the other member
-        may change that: a mask read backwards empties a row that a missing check then lets
-        through).
+        reproduce it (within the evidence margin: the other moves it less than that), unless
+        the student raised or produced NaN or infinity there, or the member alone returns
+        another shape than the reference: the other member may then act on what the first
+        changed (a mask read backwards empties a row that a missing check
+        then lets through; a softmax over the wrong axis makes probabilities tiny that a log
+        then turns into -inf; a mean over every target, ignored ones included, shows behind
+        an ignored ``reduction="none"``).
         """
         for call_id in call_ids:
-            if self._matches_reference(call_id):
-                continue
+            if self._near_reference(call_id):
+                continue  # no evidence: a pair is held to it as a single mistake is
             if _raised_or_nan(self._reference[call_id]):
                 continue  # a raise hides what the members do alone
             movers = [m for m in pair if self._moves(m, call_id)]
@@ -189,11 +193,14 @@ class MistakeSearch:
                 return False
             if len(movers) == 1:
                 single = frozenset(movers)
-                # The exception holds where the student's call too raised or has NaN: a
-                # finite answer is not the garbage such a pair leaves.
-                exempt = (_raised_or_nan(self._outcome(single, call_id))
-                          and _raised_or_nan(self._student[call_id]))
-                if not exempt and not self._reproduces(single, call_id):
+                # A finite answer of the reference's shape is not what such a pair leaves.
+                exempt = (_raised_or_not_finite(self._student[call_id])
+                          or _reshaped(self._outcome(single, call_id), self._reference[call_id]))
+                # The other member moves this call less than the margin alone, so it may
+                # leave the pair that far from the first member.
+                if not exempt and not self._reproduces(single, call_id) and not calls_match(
+                        self._student[call_id], self._outcome(single, call_id),
+                        margin=EVIDENCE_MARGIN):
                     return False
         return True
 
@@ -223,6 +230,12 @@ class MistakeSearch:
 
     def _matches_reference(self, call_id: str) -> bool:
         return self._reproduces(frozenset(), call_id)
+
+    def _near_reference(self, call_id: str) -> bool:
+        """Whether the student's call is within the evidence margin of the reference's, where
+        every variant that also is reproduces it (``_variant_matches``)."""
+        return self._matches_reference(call_id) or calls_match(
+            self._student[call_id], self._reference[call_id], margin=EVIDENCE_MARGIN)
 
     def _reproduces(self, hypothesis: Hypothesis, call_id: str) -> bool:
         return self._reproducing_form(hypothesis, call_id) is not None
@@ -379,6 +392,25 @@ def _first_crash(outcome: CallOutcome) -> tuple[int, str, str] | None:
                 return None
             return index, forward.raised.type, forward.raised.message
     return None
+
+
+def _raised_or_not_finite(outcome: CallOutcome) -> bool:
+    """Whether any step of the call raised or returned NaN or infinity."""
+    for forward in outcome.forwards:
+        if forward.raised is not None:
+            return True
+        if any(o is not None and o.is_floating_point() and not bool(o.isfinite().all())
+               for o in forward.outputs):
+            return True
+    return False
+
+
+def _reshaped(outcome: CallOutcome, reference: CallOutcome) -> bool:
+    """Whether a step of the call returned a tensor of another shape than the reference's."""
+    return any(
+        got is not None and want is not None and got.shape != want.shape
+        for mine, theirs in zip(outcome.forwards, reference.forwards, strict=False)
+        for got, want in zip(mine.outputs, theirs.outputs, strict=False))
 
 
 def _raised_or_nan(outcome: CallOutcome) -> bool:

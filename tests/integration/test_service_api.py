@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import stat
 import zipfile
 from collections.abc import Callable
@@ -216,6 +217,25 @@ def test_the_optimiser_assignment_is_served_with_its_statement_starter_and_noteb
                           headers=headers)
     assert notebook.status_code == 200 and b'autograde.check(\\"adamw\\")' in notebook.data
     response = _post(client, headers, [corpus("adamw", "correct_plain_class.py")], slug="adamw")
+    assert response.status_code == 202, response.json
+
+
+def test_the_loss_assignment_is_served_with_its_statement_and_starters(
+        client: FlaskClient, factory: Factory) -> None:
+    course = factory.course("ml103", slugs=("attention", "cross-entropy"))
+    headers = factory.headers(factory.user("ce", course=course))
+    listed = client.get("/api/v1/assignments", headers=headers).json["assignments"]
+    assert {a["slug"] for a in listed} == {"attention", "cross-entropy"}
+    detail = client.get("/api/v1/assignments/cross-entropy", headers=headers).json
+    assert "label_smoothing" in detail["statement"] and detail["max_score"] == 10
+    assert {"starter/cross_entropy.py", "starter/cross_entropy.ipynb"} <= set(detail["files"])
+    assert not any(name.startswith("hidden/") for name in detail["files"])
+    notebook = client.get("/api/v1/assignments/cross-entropy/files/"
+                          "starter/cross_entropy.ipynb", headers=headers)
+    assert notebook.status_code == 200
+    assert json.loads(notebook.data)["cells"] and b"autograde.check" in notebook.data
+    response = _post(client, headers, [corpus("cross-entropy", "correct_standard.py")],
+                     slug="cross-entropy")
     assert response.status_code == 202, response.json
 
 

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from assignments import Assignment, AssignmentError, list_assignments
+from assignments.spec import load_spec
+from assignments.starter_notebook import starter_notebook
 from grader.loader import load_assignment
 
 
 def test_the_shipped_assignments() -> None:
-    assert list_assignments() == ["adamw", "attention", "attention-kv-cache",
+    assert list_assignments() == ["adamw", "attention", "attention-kv-cache", "cross-entropy",
                                   "multi-head-attention"]
 
 
@@ -24,6 +27,7 @@ def test_unknown_assignment_is_a_clear_error() -> None:
     ("attention", 11), ("multi-head-attention", 11),  # ten for the probes, one for learning
     ("attention-kv-cache", 10),  # no training check yet
     ("adamw", 10),
+    ("cross-entropy", 10),
 ])
 def test_scores_and_numbers(slug: str, max_score: int) -> None:
     assignment = load_assignment(slug)
@@ -33,7 +37,7 @@ def test_scores_and_numbers(slug: str, max_score: int) -> None:
 
 
 @pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache",
-                                  "adamw"])
+                                  "adamw", "cross-entropy"])
 def test_public_files_hold_nothing_hidden(slug: str) -> None:
     assignment = load_assignment(slug)
     assert "README.md" in assignment.public_files
@@ -57,3 +61,11 @@ def test_plans_are_reproducible_by_seed_and_differ_between_seeds(attention: Assi
     first, again, other = (attention.build_plan(s) for s in (5, 5, 6))
     assert first.inputs_safetensors() == again.inputs_safetensors()
     assert first.inputs_safetensors() != other.inputs_safetensors()
+
+
+@pytest.mark.parametrize("slug", list_assignments())
+def test_each_starter_notebook_is_the_starter_as_written_now(slug: str) -> None:
+    spec = load_spec(slug)
+    path = spec.root / "starter" / (Path(spec.entry).stem + ".ipynb")
+    assert path.read_text(encoding="utf-8") == starter_notebook(spec), (
+        f"rewrite it: python -m assignments.starter_notebook {slug}")

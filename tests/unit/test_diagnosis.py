@@ -25,7 +25,7 @@ def _codes(assignment: Assignment, mistakes: set[str], seed: int) -> tuple[set[s
 
 
 @pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache",
-                                  "adamw"])
+                                  "adamw", "cross-entropy"])
 @pytest.mark.parametrize("seed", [11, 12])
 def test_every_single_mistake_gets_exactly_its_code_and_loses_points(slug: str, seed: int) -> None:
     assignment = load_assignment(slug)
@@ -49,6 +49,11 @@ def test_every_single_mistake_gets_exactly_its_code_and_loses_points(slug: str, 
     # Two mistakes of one code: found together, the code named once.
     ("multi-head-attention", {"mask-inverted", "padding-inverted"}),
     ("attention-kv-cache", {"odd-head-rope-accepted", "offset-not-continuing-accepted"}),
+    # Mistakes that act on what the other left: -inf from a log where the wrong axis made
+    # probabilities tiny; a wrong mean behind an ignored reduction.
+    ("cross-entropy", {"log-of-softmax", "class-axis-0"}),
+    ("cross-entropy", {"no-max-shift", "log-of-softmax"}),
+    ("cross-entropy", {"smoothing-k-minus-1", "reduction-ignored"}),
 ])
 def test_two_mistakes_get_both_codes(slug: str, pair: set[str]) -> None:
     assignment = load_assignment(slug)
@@ -65,7 +70,7 @@ def test_three_mistakes_are_named_per_scenario_without_guessing(attention: Assig
 
 @pytest.mark.slow
 @pytest.mark.parametrize("slug", ["attention", "multi-head-attention", "attention-kv-cache",
-                                  "adamw"])
+                                  "adamw", "cross-entropy"])
 def test_assignment_check_is_sound_for_every_co_occurring_pair(slug: str) -> None:
     report = coverage_report(load_assignment(slug), seed=31, workers=2)
     assert report.sound, report.render()

@@ -47,7 +47,8 @@ def _feedback(slug: str) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-SLUGS = ("attention", "multi-head-attention", "attention-kv-cache", "adamw")
+ATTENTION_LABS = ("attention", "multi-head-attention", "attention-kv-cache")
+SLUGS = (*ATTENTION_LABS, "adamw", "cross-entropy")
 
 
 @pytest.mark.parametrize("slug", SLUGS)
@@ -83,6 +84,10 @@ def test_every_spec_code_has_a_message_and_a_hint() -> None:
         "rope-before-head-split", "rope-wrong-frequencies", "rope-positions-wrong",
         "rope-positions-limited", "cache-keys-rotation", "cache-chunk-ignored",
         "cache-shared-state", "causal-ignores-offsets", "query-padding-empty-row",
+        # cross-entropy (issue 35)
+        "unstable-logsumexp", "log-of-softmax", "wrong-class-axis", "ignored-targets-counted",
+        "mean-counts-ignored", "mean-over-classes", "smoothing-wrong-count",
+        "smoothing-ignored", "reduction-ignored", "one-hot-wrong",
     }
     catalogues = [catalogue_of(load_assignment(slug)) for slug in SLUGS]
     assert set().union(*catalogues) == spec_codes
@@ -101,7 +106,6 @@ def test_lab_neutral_codes_name_no_lab() -> None:
             assert not ATTENTION_WORDS.search(words), (code, words)
 
 
-ATTENTION_LABS = ("attention", "multi-head-attention", "attention-kv-cache")
 
 
 def test_the_attention_labs_share_one_course_catalogue() -> None:
@@ -116,3 +120,11 @@ def test_the_optimiser_lab_speaks_of_optimisers_only() -> None:
     for code, text in catalogue.items():
         for words in (text.title, text.message, text.hint):
             assert not ATTENTION_WORDS.search(words), (code, words)
+
+
+ATTENTION_ONLY = re.compile(r"attention|quer(y|ies)|\bkeys?\b|\bheads?\b|proj", re.IGNORECASE)
+
+
+def test_a_lab_without_attention_reads_no_attention_words() -> None:
+    feedback = (GOLDEN / "cross-entropy-feedback.txt").read_text(encoding="utf-8")
+    assert not ATTENTION_ONLY.search(feedback), ATTENTION_ONLY.search(feedback)

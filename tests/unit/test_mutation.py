@@ -121,7 +121,8 @@ def namespace(mistakes):
 
 
 def test_shipped_references_specialise_to_their_required_names() -> None:
-    for slug in ("attention", "multi-head-attention", "attention-kv-cache", "adamw"):
+    for slug in ("attention", "multi-head-attention", "attention-kv-cache", "adamw",
+                 "cross-entropy"):
         assignment = load_assignment(slug)
         source = reference_submission(assignment)
         assert "mistakes" not in source, slug
