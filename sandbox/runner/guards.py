@@ -25,9 +25,11 @@ import torch
 from .executor import CallTimeout
 from .shared import WALL_SLACK
 
-# The kernels and helpers the forbidden public APIs dispatch to: a submission that calls one of
-# them directly (``torch._scaled_dot_product_flash_attention_for_cpu``, ``torch.ops.aten...``,
-# ``F.multi_head_attention_forward``) uses the forbidden API as much as one that calls it by name.
+# The kernels and helpers the forbidden public APIs dispatch to, by the family named in the
+# API's dotted path: a submission that calls one of them directly
+# (``torch._scaled_dot_product_flash_attention_for_cpu``, ``torch.ops.aten...``,
+# ``torch._C._nn.cross_entropy_loss``) uses the forbidden API as much as one that calls it by
+# name.
 UNDERLYING_KERNELS = {
     "scaled_dot_product_attention": (
         "scaled_dot_product_attention", "_fused_sdp_choice", "_scaled_dot_product_attention_math",
@@ -38,6 +40,14 @@ UNDERLYING_KERNELS = {
     "MultiheadAttention": (
         "multi_head_attention_forward", "_native_multi_head_attention",
         "_triton_multi_head_attention"),
+    # A loss's library paths: what F.cross_entropy, nll_loss and log_softmax dispatch to.
+    "cross_entropy": ("cross_entropy", "cross_entropy_loss", "nll_loss", "nll_loss_nd",
+                      "nll_loss2d", "nll_loss_forward", "nll_loss2d_forward", "log_softmax",
+                      "_log_softmax"),
+    "nll_loss": ("nll_loss", "nll_loss_nd", "nll_loss2d", "nll_loss_forward",
+                 "nll_loss2d_forward"),
+    "log_softmax": ("log_softmax", "_log_softmax", "special_log_softmax"),
+    "logsumexp": ("logsumexp", "special_logsumexp"),
 }
 
 
@@ -58,10 +68,14 @@ class ForbiddenTrap(torch.overrides.TorchFunctionMode):
         self._kernels: dict[str, str] = {}
         for dotted in dotted_names:
             self._install(dotted)
-            for kernels in underlying_kernels(dotted):
-                if kernels:
-                    self._kernels.update({kernel: _kernel_path(kernel, dotted)
-                                          for kernel in kernels})
+        # A kernel several APIs share is named by the first listed API of its own name, or else
+        # by the first listed API it is under.
+        for own_name in (True, False):
+            for dotted in dotted_names:
+                for kernels in underlying_kernels(dotted):
+                    for kernel in kernels:
+                        if (kernel == dotted.rsplit(".", 1)[-1]) == own_name:
+                            self._kernels.setdefault(kernel, _kernel_path(kernel, dotted))
 
     def _install(self, dotted: str) -> None:
         owner_path, _, attribute = dotted.rpartition(".")
