@@ -336,8 +336,15 @@ def _declared_properties(findings: list[Finding], plan: ProbePlan,
     """The findings with the property calls of checks that declare their code put down to a
     cause: a crash there is the declared code's evidence (not a ``runtime-error``); a property
     that returned other values is the consequence of the known mistakes found elsewhere (a
-    rotation of the values also moves the outputs with the offset), else the declared code."""
+    rotation of the values also moves the outputs with the offset), else the declared code.
+
+    A crash is no evidence where the code crashed on every other call too (a starter that
+    raises ``NotImplementedError`` everywhere): nothing ran, and it stays a ``runtime-error``."""
     crashed = {c for f in findings if f.code == "runtime-error" for c in f.calls}
+    properties = {c for _, calls in declared for c in calls
+                  if plan.call(c).compare == "property"}
+    others = {call.id for call in plan.calls} - properties
+    crashes_say_nothing = bool(others) and others <= crashed
     known = [index for index, f in enumerate(findings) if f.mistake]
     proven: list[Finding] = []
     consequences: list[str] = []
@@ -346,7 +353,10 @@ def _declared_properties(findings: list[Finding], plan: ProbePlan,
         for call_id in calls:
             if plan.call(call_id).compare != "property":
                 continue
-            if call_id in crashed or (call_id not in failed_otherwise and not known):
+            if call_id in crashed:
+                if not crashes_say_nothing:
+                    proving.append(call_id)
+            elif call_id not in failed_otherwise and not known:
                 proving.append(call_id)
             elif call_id not in failed_otherwise:
                 consequences.append(call_id)

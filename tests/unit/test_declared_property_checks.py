@@ -15,6 +15,7 @@ from grader.outcomes import CallOutcome, Forward, Raised
 
 FAR = "far"
 OTHER = "other"
+FINE = "fine"
 AGREE = CheckSpec("3.14", "far positions agree", "forwards-agree", (FAR,), 0.25,
                   code="positions-limited")
 
@@ -22,7 +23,8 @@ AGREE = CheckSpec("3.14", "far positions agree", "forwards-agree", (FAR,), 0.25,
 def _plan() -> ProbePlan:
     calls = (ProbeCall(FAR, {}, "far", "offsets 0, then 10000", compare="property",
                        meta={"later": "at offset 10000", "agree_within": 0.03}),
-             ProbeCall(OTHER, {}, "cache", "a prefill, then a token"))
+             ProbeCall(OTHER, {}, "cache", "a prefill, then a token"),
+             ProbeCall(FINE, {}, "plain", "one sequence"))
     return ProbePlan(seed=0, entry="m.py", calls=calls, inputs={}, forbidden=(),
                      call_timeout=1.0, run_seconds=1.0, memory_bytes=0)
 
@@ -89,3 +91,9 @@ def test_a_failed_property_beside_a_known_mistake_is_put_down_to_it() -> None:
 def test_a_crash_elsewhere_stays_a_runtime_error() -> None:
     findings = [Finding("runtime-error", (OTHER, FAR), "IndexError: out of bounds")]
     assert _declared(findings) == [("positions-limited", (FAR,)), ("runtime-error", (OTHER,))]
+
+
+def test_a_crash_on_every_call_is_a_runtime_error_and_nothing_else() -> None:
+    """A starter handed in as shipped raises everywhere: no call says anything of positions."""
+    findings = [Finding("runtime-error", (OTHER, FINE, FAR), "NotImplementedError")]
+    assert _declared(findings) == [("runtime-error", (OTHER, FINE, FAR))]
