@@ -99,6 +99,13 @@ def signals_init():
     except OSError:
         return False
 
+def sockets_of(family, kind):
+    try:
+        socket.socket(family, kind).close()
+        return True
+    except OSError:
+        return False
+
 def connects(host, port):
     try:
         socket.create_connection((host, port), timeout=1).close()
@@ -116,7 +123,10 @@ raise RuntimeError(json.dumps({
     "supervisor_reachable": [p for p in (f"/proc/{os.getppid()}/fd/1",
                                          f"/proc/{os.getppid()}/mem") if writable(p)],
     "signals_init": signals_init(),
-    "interfaces": sorted(name for _, name in socket.if_nameindex()),
+    "interfaces": sorted(os.listdir("/sys/class/net")),
+    "netlink": sockets_of(socket.AF_NETLINK, socket.SOCK_RAW),
+    "inet": sockets_of(socket.AF_INET, socket.SOCK_DGRAM),
+    "unix": sockets_of(socket.AF_UNIX, socket.SOCK_STREAM),
     "redis": connects("127.0.0.1", 6379),
     "environment": sorted(os.environ),
     "job": sorted(os.listdir("/job")),
@@ -136,6 +146,8 @@ def test_student_code_sees_a_locked_down_machine(docker_backend: DockerBackend) 
     assert facts["supervisor_reachable"] == []
     assert facts["signals_init"] is False
     assert facts["interfaces"] == ["lo"]
+    # Only unix sockets can be made at all (the runner's socket filter).
+    assert (facts["netlink"], facts["inet"], facts["unix"]) == (False, False, True)
     assert facts["redis"] is False
     assert not any("SECRET" in name or "PASSWORD" in name for name in facts["environment"])
     assert facts["job"] == ["inputs.safetensors", "plan.json", "submission"]
