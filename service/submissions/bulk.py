@@ -10,7 +10,6 @@ reaches it, and dropped once written, so memory does not grow with the size of t
 from __future__ import annotations
 
 import io
-import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -22,7 +21,7 @@ from zipstream import ZIP_DEFLATED, ZipStream
 from service.core.visible import CSVWriter
 from service.models import CourseAssignment, SubmissionFile
 from service.submissions.gradebook import gradebook, scored_submissions
-from service.submissions.uploads import name_problem
+from service.submissions.uploads import hidden_in_names, name_problem
 
 MANIFEST_COLUMNS = ("username", "display_name", "student_id", "submission_id", "submitted_at",
                     "counted_score", "status")
@@ -94,8 +93,7 @@ def _plain(name: str) -> str:
         return "file"
     if name_problem(part) is None:
         return part
-    kept = "".join("_" if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp")
-                   else char for char in part)
+    kept = "".join("_" if hidden_in_names(char) else char for char in part)
     return "_" + kept.rstrip(". ")[:200]
 
 

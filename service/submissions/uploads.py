@@ -150,6 +150,12 @@ _DEVICES = {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$",
             *(f"{kind}{digit}" for kind in ("COM", "LPT") for digit in "123456789¹²³")}
 
 
+def hidden_in_names(char: str) -> bool:
+    """Whether a file name may not hold ``char``: a control, format (bidirectional, zero-width)
+    or separator character, or a lone surrogate; the zero-width joiner of emoji is allowed."""
+    return unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp") and char != "\u200d"
+
+
 def name_problem(name: str) -> str | None:
     """What is wrong with a file name as a stored submission file, or None.
 
@@ -164,8 +170,7 @@ def name_problem(name: str) -> str | None:
     shown = ascii(name)[:80]
     if any(0xd800 <= ord(c) <= 0xdfff for c in name):
         return f"The file name {shown} is not valid Unicode; rename the file."
-    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") and c != "\u200d"
-           for c in name):
+    if any(hidden_in_names(c) for c in name):
         return (f"The file name {shown} holds a control character or an invisible character; "
                 "rename the file with letters, digits, `_`, `-` and `.`.")
     if len(name.encode()) > MAX_NAME_BYTES:
