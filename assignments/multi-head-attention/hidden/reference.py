@@ -29,8 +29,14 @@ _AXES = frozenset({"softmax-wrong-axis", "softmax-heads-axis"})
 _DROPOUTS = frozenset({"dropout-in-eval", "dropout-on-output", "dropout-unscaled",
                        "dropout-missing"})
 # A form, not a mistake: blocked scores filled with -1e9 instead of -inf. Identical with the
-# softmax over the keys; over another axis a fully blocked slice is uniform instead of NaN.
+# softmax over the keys; over another axis a fully blocked slice is uniform instead of NaN,
+# and so is a row a strict causal triangle empties (a row check that looks for -inf does not
+# see it).
 FINITE_FILL = "fill-finite"
+# A form of the strict triangle: a huge finite bias added to the scores (a Hugging Face style
+# causal mask of torch.finfo(dtype).min), so a row it empties is even over the keys the other
+# masks allow.
+TRIANGLE_ADDED = "triangle-added"
 
 
 def _others(group: frozenset[str], own: str) -> frozenset[str]:
@@ -93,7 +99,8 @@ MISTAKES: list[KnownMistake] = [
                  excludes=_others(_CAUSAL, "causal-upper-triangle")),
     KnownMistake("causal-off-by-one", "causal-off-by-one",
                  "strict triangle: a query cannot see its own position",
-                 excludes=_others(_CAUSAL, "causal-off-by-one")),
+                 excludes=_others(_CAUSAL, "causal-off-by-one"),
+                 forms=(FINITE_FILL, TRIANGLE_ADDED)),
     KnownMistake("padding-ignored", "padding-ignored", "key_padding_mask never applied",
                  excludes=_others(_PADDING, "padding-ignored")),
     KnownMistake("padding-inverted", "mask-inverted",
@@ -175,6 +182,8 @@ class ManualMultiHeadAttention(nn.Module):
             self.projections = projections  # a plain list: nn.Module registers none of them
         else:
             self.q_proj, self.k_proj, self.v_proj, self.out_proj = projections
+        self._without_triangle: torch.Tensor | None = None
+        """The masks of the last call but the causal triangle (``_finite_triangle``)."""
 
     def forward(self, query: torch.Tensor, key_value: torch.Tensor | None = None, *,
                 attention_mask: torch.Tensor | None = None,
@@ -209,6 +218,8 @@ class ManualMultiHeadAttention(nn.Module):
         scores = (q @ k.transpose(-2, -1)) * scale
         if allowed is not None:
             allowed = torch.broadcast_to(allowed, scores.shape)
+            if m & {FINITE_FILL, TRIANGLE_ADDED} and "causal-off-by-one" in m and causal:
+                allowed, scores = self._finite_triangle(allowed, scores)
             if "all-masked-row" not in m and not bool(allowed.any(dim=-1).all()):
                 raise ValueError("a query has no key it may attend to")
             if "padding-after-softmax" in m:
@@ -217,6 +228,8 @@ class ManualMultiHeadAttention(nn.Module):
                                        causal)
                 allowed = (torch.ones_like(allowed) if before is None
                            else torch.broadcast_to(before, scores.shape))
+                if m & {FINITE_FILL, TRIANGLE_ADDED} and "causal-off-by-one" in m and causal:
+                    allowed, scores = self._finite_triangle(allowed, scores)
             if "mask-fill-zero" in m:
                 scores = scores.masked_fill(~allowed, 0.0)
             elif not m & {"mask-after-softmax", "mask-after-softmax-neginf"}:
@@ -291,8 +304,23 @@ class ManualMultiHeadAttention(nn.Module):
                 triangle = ones.triu()
             else:
                 triangle = ones.tril(-1 if "causal-off-by-one" in m else 0)
+            self._without_triangle = allowed
             combine(triangle[None, None])
         return allowed
+
+    def _finite_triangle(self, allowed: torch.Tensor,
+                         scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The strict triangle as a finite value: filled last, or with the other masks in one
+        fill, a row it empties has that value on every key, so its softmax is even over all of
+        them; added to the scores (``TRIANGLE_ADDED``), even over the keys the other masks
+        allow. A row the other masks empty on their own still raises."""
+        others = self._without_triangle
+        others = (torch.ones_like(allowed) if others is None
+                  else torch.broadcast_to(others, scores.shape))
+        emptied = ~allowed.any(dim=-1, keepdim=True) & others.any(dim=-1, keepdim=True)
+        spread = others if TRIANGLE_ADDED in self.mistakes else torch.ones_like(allowed)
+        return (torch.where(emptied, spread, allowed),
+                torch.where(emptied, torch.zeros_like(scores), scores))
 
 
 def namespace(mistakes: frozenset[str]) -> dict[str, Any]:
