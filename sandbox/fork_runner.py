@@ -119,7 +119,7 @@ def main(argv: list[str]) -> None:
     for ignored in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(ignored, signal.SIG_IGN)
     runner_boot.torch.set_num_threads(1)
-    runner_boot.warm_up()
+    runner_boot.warm_up(ahead=True)
     open(os.path.join(out_dir, "ready"), "w").close()
     number = 0
     while True:
