@@ -52,8 +52,8 @@ _IMPORTED_AT = time.perf_counter()
 
 
 def warm_up(*, ahead: bool = False) -> None:
-    """Pay torch's first-call costs before the submission is on the clock; ``ahead`` (a warm
-    runner, whose warm-up is paid once before its jobs) also the imports of paths only some
+    """Pay torch's first-call costs before the submission is on the clock; ``ahead`` (a fork
+    server, whose warm-up is paid once for all its jobs) also the imports of paths only some
     submissions take."""
     q = torch.randn(2, 3, 4, 8, requires_grad=True)
     weights = torch.softmax(q @ q.transpose(-2, -1) / 8**0.5, dim=-1)
@@ -67,8 +67,9 @@ def import_lazy_modules(*, ahead: bool = False) -> None:
     """What torch imports on first use on some paths (``torch.broadcast_shapes``, a backward
     given an explicit gradient): its symbolic shapes, and sympy with them, a costly import.
     ``ahead``: also its compiler front end (``torch._dynamo``), which building any
-    ``torch.optim`` optimizer imports, a second as costly; a one-off run leaves it to the
-    submissions that build one.
+    ``torch.optim`` optimizer imports, as costly again; a run of its own (one-off, or a
+    container of the per-container mode, each paying its warm-up) leaves it to the submissions
+    that build one.
 
     Imported before the job, off the student's clock, although only some submissions take
     those paths: under gVisor the import costs more CPU time than a short budget, as gVisor
@@ -256,7 +257,7 @@ def main(argv: list[str]) -> None:
         signal.signal(number, signal.SIG_IGN)
     warm_up_started = time.perf_counter()
     if "--warm" not in argv:
-        warm_up(ahead="--wait-for" in argv)
+        warm_up()
     warm_up_seconds = time.perf_counter() - warm_up_started
     if "--wait-for" in argv:
         ready = open(os.path.join(out_dir, "ready"), "w")  # noqa: SIM115
