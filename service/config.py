@@ -107,6 +107,13 @@ DEFAULTS: dict[str, Any] = {
     "LTI_ROSTER_LAUNCH_SECONDS": 300,
     # Pages of a roster or of line items read in one sync, at most (a runaway "next" link).
     "LTI_MAX_PAGES": 200,
+    # A roster sync only makes safe changes: it never drops a member who launched (or whom an
+    # instructor kept) within LTI_ROSTER_KEEP_SECONDS, and it holds for an instructor's
+    # decision any sync that would drop everyone, or more than LTI_ROSTER_HOLD_SHARE of the
+    # course's members and more than LTI_ROSTER_HOLD_FREE of them.
+    "LTI_ROSTER_KEEP_SECONDS": 14 * 24 * 3600,
+    "LTI_ROSTER_HOLD_SHARE": 0.1,
+    "LTI_ROSTER_HOLD_FREE": 2,
 }
 
 _INTS = {name for name, value in DEFAULTS.items() if isinstance(value, int)}

@@ -10,6 +10,7 @@ from service.models.base import Base, utcnow
 from service.models.courses import Course, CourseRole, Enrolment
 from service.models.gradebook import Extension, RegradeRun, ScoreAdjustment, SubmissionComment
 from service.models.lti import (
+    DropState,
     LtiContext,
     LtiDeployment,
     LtiLoginState,
@@ -20,6 +21,7 @@ from service.models.lti import (
     LtiUser,
     MembershipStatus,
     PassbackStatus,
+    RosterDrop,
     ScorePassback,
 )
 from service.models.reports import ReportStatus, SimilarityRun
@@ -35,6 +37,7 @@ __all__ = [
     "CourseAssignment",
     "CourseRole",
     "DeliveryStatus",
+    "DropState",
     "Enrolment",
     "Extension",
     "LatePolicy",
@@ -52,6 +55,7 @@ __all__ = [
     "ReportStatus",
     "Result",
     "Role",
+    "RosterDrop",
     "ScoreAdjustment",
     "ScorePassback",
     "ScorePolicy",

@@ -9,6 +9,7 @@ from typing import Any
 from flask import (
     Response,
     abort,
+    current_app,
     flash,
     jsonify,
     redirect,
@@ -26,6 +27,7 @@ from service.core.queue import SIMILARITY_TASK, enqueue, send
 from service.courses.accounts import create_user, issue_token, revoke_token
 from service.courses.enrolment import course_by_code, enrol, find_assignment, require_instructor
 from service.grading.waiting import sandbox_status
+from service.lti.roster import held_drops, past_drops
 from service.models import Course, CourseAssignment, CourseRole, Role, User
 from service.submissions.bulk import archive_response
 from service.submissions.dashboard import (
@@ -285,7 +287,12 @@ def people(course: str) -> str | BaseResponse:
                            page=course_members(session(), target, number=number,
                                                per_page=per_page),
                            enrol_form=enrol_form,
-                           user_form=user_form, created=created)
+                           user_form=user_form, created=created,
+                           roster_held=held_drops(session(), target),
+                           roster_past=past_drops(session(), target),
+                           held_form=ButtonForm(prefix="held"),
+                           undo_form=ButtonForm(prefix="undo"),
+                           keep_days=current_app.config["LTI_ROSTER_KEEP_SECONDS"] // 86400)
 
 
 @account.route("/tokens", methods=["GET", "POST"])
