@@ -105,6 +105,10 @@ DEFAULTS: dict[str, Any] = {
     # launch when the last sync is older than LTI_ROSTER_LAUNCH_SECONDS.
     "LTI_ROSTER_SYNC_SECONDS": 3600,
     "LTI_ROSTER_LAUNCH_SECONDS": 300,
+    # A web session ends this long after its login at the latest, and after this long without
+    # a request (the cookie itself ends with the browser's session).
+    "SESSION_HOURS": 12,
+    "SESSION_IDLE_MINUTES": 120,
     # Pages of a roster or of line items read in one sync, at most (a runaway "next" link).
     "LTI_MAX_PAGES": 200,
     # A roster sync only makes safe changes: it never drops a member who launched (or whom an

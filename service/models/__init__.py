@@ -26,7 +26,7 @@ from service.models.lti import (
 )
 from service.models.reports import ReportStatus, SimilarityRun
 from service.models.submissions import Result, Submission, SubmissionFile, SubmissionStatus
-from service.models.users import ApiToken, Role, User, WebSession
+from service.models.users import ApiToken, Role, SessionEnd, User, WebSession
 from service.models.webhooks import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "ScoreAdjustment",
     "ScorePassback",
     "ScorePolicy",
+    "SessionEnd",
     "SimilarityRun",
     "Submission",
     "SubmissionComment",
