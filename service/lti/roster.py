@@ -134,21 +134,27 @@ def past_drops(session: Session, course: Course, *, limit: int = 200) -> list[Ro
         .order_by(RosterDrop.id.desc()).limit(limit)))
 
 
-def decide_held(session: Session, course: Course, *, confirm: bool, by: User) -> int:
-    """Confirm (apply) or dismiss every drop held in the course; how many. Dismissed members
-    are kept: the next syncs leave them enrolled for the keep window."""
+def decide_held(session: Session, course: Course, *, confirm: bool, by: User) -> tuple[int, int]:
+    """Confirm (apply) or dismiss every drop held in the course; how many were dropped and how
+    many kept. Dismissed members are kept: the next syncs leave them enrolled for the keep
+    window. A member who launched after the drop was proposed is kept even on a confirmation:
+    the launch is newer word from the LMS than the roster that omitted them."""
     drops = held_drops(session, course)
     now = utcnow()
+    dropped = 0
     for drop in drops:
+        membership = drop.membership
         drop.decided_at, drop.decided_by = now, by
-        if confirm and drop.membership.status is MembershipStatus.ACTIVE:
+        launched = membership.launched_at is not None and membership.launched_at > drop.created_at
+        if confirm and membership.status is MembershipStatus.ACTIVE and not launched:
             drop.state = DropState.DONE
-            _leave(session, drop.membership, drop.becomes)
+            _leave(session, membership, drop.becomes)
+            dropped += 1
         else:
             drop.state = DropState.DISMISSED
-            drop.membership.kept_at = now
+            membership.kept_at = now
     session.flush()
-    return len(drops)
+    return dropped, len(drops) - dropped
 
 
 def undo_drop(session: Session, course: Course, drop_id: int, *, by: User) -> RosterDrop:

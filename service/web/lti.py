@@ -16,7 +16,7 @@ from service.lti.pages import ReleaseState, course_contexts, lms_page, roster_of
 from service.lti.passback import passbacks_of, resend_passback
 from service.lti.platforms import Registration, list_platforms, register_platform, tool_urls
 from service.lti.release import release_results
-from service.lti.roster import decide_held, undo_drop
+from service.lti.roster import decide_held, held_drops, undo_drop
 from service.lti.runtime import lti_runtime
 from service.lti.services import ServiceSettings, request_sync, sync_lineitem
 from service.models import Course, CourseAssignment, LtiResourceLink, Role, User
@@ -140,10 +140,10 @@ def decide(course: str) -> BaseResponse:
     decision = request.form.get("decision")
     if not ButtonForm(prefix="held").validate_on_submit() or decision not in ("drop", "keep"):
         raise ServiceError("The form expired or is incomplete; reload the page and try again.")
-    count = decide_held(session(), found, confirm=decision == "drop", by=page_user())
+    dropped, kept = decide_held(session(), found, confirm=decision == "drop", by=page_user())
     session().commit()
-    flash(f"{count} member(s) dropped as the LMS roster asked." if decision == "drop" else
-          f"{count} member(s) kept: the LMS roster's request to drop them is dismissed.", "info")
+    flash(f"{dropped} member(s) dropped as the LMS roster asked; {kept} kept (dismissed, or "
+          "they launched from the LMS since).", "info")
     return redirect(url_for("dashboard.people", course=course), 303)
 
 
@@ -169,6 +169,7 @@ def roster(course: str) -> str:
     return render_template("lti/roster.html", course=found,
                            contexts=course_contexts(session(), found),
                            members=roster_of(session(), found),
+                           held=len(held_drops(session(), found)),
                            sync_form=ButtonForm(prefix="sync"))
 
 

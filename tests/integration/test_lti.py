@@ -730,7 +730,8 @@ def test_an_empty_roster_drops_nobody_and_waits_for_the_instructor(
     answer = browser.post(f"{tool.url}/dashboard/lti/courses/{_course_code()}/roster/held",
                           data={"held-csrf_token": _csrf(page, "held-"), "decision": "keep"},
                           timeout=30)
-    assert answer.status_code == 200 and "9 member(s) kept" in answer.text
+    assert answer.status_code == 200 and "0 member(s) dropped" in answer.text
+    assert "9 kept" in answer.text
     _sync()  # the LMS still answers nothing
     assert len(_enrolled_subs()) == 11
     states = db.session().scalars(select(RosterDrop.state)).all()
@@ -739,9 +740,10 @@ def test_an_empty_roster_drops_nobody_and_waits_for_the_instructor(
 
 def test_a_partial_paged_roster_is_held_then_dropped_and_undone_keeping_grades(
         lms: LmsPlatform, tool: Tool) -> None:
-    """A roster read over pages that lists only some of the course: held; confirmed, the
-    omitted are un-enrolled with their submissions and results kept; one drop undone puts the
-    student back with the same role, and the next sync leaves them there."""
+    """A roster read over pages that lists only some of the course: held (and said on the
+    roster page); confirmed, the omitted are un-enrolled with their submissions and results
+    kept, but one who launched since the proposal stays; one drop undone puts the student back
+    with the same role, and the next sync leaves them there."""
     from service.models import Result
 
     lms.page_size = 4
@@ -754,12 +756,16 @@ def test_a_partial_paged_roster_is_held_then_dropped_and_undone_keeping_grades(
     assert len(_enrolled_subs()) == 13
     page = _people(tool, browser)
     assert 'data-held="8"' in page
+    roster = browser.get(f"{tool.url}/dashboard/lti/courses/{_course_code()}/roster", timeout=30)
+    assert "would drop 8 member(s) at once" in roster.text
+    assert _student_launch(lms, "s11").status_code == 303  # after the proposal: kept
 
     answer = browser.post(f"{tool.url}/dashboard/lti/courses/{_course_code()}/roster/held",
                           data={"held-csrf_token": _csrf(page, "held-"), "decision": "drop"},
                           timeout=30)
-    assert answer.status_code == 200 and "8 member(s) dropped" in answer.text
-    assert _enrolled_subs() == {"teacher-1", "s00", "s01", "s02", "s03"}
+    assert answer.status_code == 200 and "7 member(s) dropped" in answer.text
+    assert "1 kept" in answer.text
+    assert _enrolled_subs() == {"teacher-1", "s00", "s01", "s02", "s03", "s11"}
     kept = db.session().get(Submission, graded.id)
     assert kept is not None and db.session().scalar(
         select(Result.final_score).where(Result.submission_id == graded.id)) == 7.0
@@ -771,7 +777,7 @@ def test_a_partial_paged_roster_is_held_then_dropped_and_undone_keeping_grades(
                           data={"undo-csrf_token": _csrf(page, "undo-")})
     assert answer.status_code == 200 and "enrolled again as student" in answer.text
     _sync()  # still partial: s09 stays, as the instructor said
-    assert _enrolled_subs() == {"teacher-1", "s00", "s01", "s02", "s03", "s09"}
+    assert _enrolled_subs() == {"teacher-1", "s00", "s01", "s02", "s03", "s09", "s11"}
     assert 'data-sub="s09" data-state="undone"' in _people(tool, browser)
 
     lms.roster_answer = "full"
