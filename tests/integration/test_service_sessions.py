@@ -4,10 +4,7 @@ is throttled like the web one (by address first; an account is slowed, never loc
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -19,7 +16,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import update
 
 from devkit.courses import PASSWORD, Factory
-from devkit.paths import REPO
+from service.cli.parser import main
 from service.core import db
 from service.models import WebSession, utcnow
 
@@ -139,16 +136,13 @@ def test_a_password_change_ends_every_other_session(site: Flask) -> None:
     assert _web_login(site.test_client(), password="n3w-passw0rd").status_code == 302
 
 
-def test_an_administrator_signs_a_user_out_everywhere(site: Flask, pg_url: str) -> None:
+def test_an_administrator_signs_a_user_out_everywhere(
+        site: Flask, pg_url: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     browser, thief = _signed_in_pair(site)
-    environ = {key: value for key, value in os.environ.items()
-               if not key.startswith("AUTOGRADE_")}
-    environ.update(AUTOGRADE_DATABASE_URL=pg_url, PYTHONPATH=str(REPO))
-    done = subprocess.run([sys.executable, "-m", "service.cli", "admin", "sign-out", STUDENT,
-                           "--revoke-tokens"], env=environ, capture_output=True, text=True,
-                          timeout=120, cwd=REPO)
-    assert done.returncode == 0, done.stderr
-    assert "1 web session(s) ended" in done.stdout  # one login, two copies of its cookie
+    monkeypatch.setenv("AUTOGRADE_DATABASE_URL", pg_url)
+    assert main(["admin", "sign-out", STUDENT, "--revoke-tokens"]) == 0
+    assert "1 web session(s) ended" in capsys.readouterr().out  # one login, two cookie copies
     _signed_out(browser, "an administrator signed the account out everywhere")
     _signed_out(thief, "an administrator signed the account out everywhere")
 
