@@ -5,7 +5,8 @@ assertion is verified against the tool's JWKS, fetched over HTTP; each token car
 granted), line items (a course's container: listed with the ``resource_link_id`` filter, made,
 read and updated) with their score services (bearer token and scope checked, scores recorded,
 optionally failing the first N posts), a Names and Roles roster (paged by ``Link: rel="next"``,
-with a ``rel="differences"`` link that lists only what changed since) and a deep-linking
+with a ``rel="differences"`` link that lists only what changed since; on demand slow, empty,
+partial, or failing from the start or after its first page) and a deep-linking
 return endpoint (the response JWT verified the same way). It builds id_tokens and drives the
 OIDC login and launch against a running tool with ``requests``.
 """
@@ -87,6 +88,13 @@ class LmsPlatform:
     roster_requests: list[str] = field(default_factory=list)
     forget_differences: bool = False
     """Answer 410 to a differences link (a platform that keeps no history that far back)."""
+    roster_answer: str = "full"
+    """How the roster answers: ``full``; ``empty`` (a placeholder page with no member);
+    ``partial`` (only the first ``roster_partial`` members, as while enrolments or permissions
+    change); ``failing`` (503); ``failing-after-first-page`` (503 past the first page)."""
+    roster_partial: int = 0
+    roster_delay_seconds: float = 0.0
+    """How long each roster page takes to answer."""
     lineitems: dict[int, dict[str, Any]] = field(default_factory=dict)
     lineitem_requests: list[str] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
@@ -261,14 +269,23 @@ class LmsPlatform:
         if headers.get("Accept") != "application/vnd.ims.lti-nrps.v2.membershipcontainer+json":
             self.refusals.append(f"roster: accept {headers.get('Accept')}")
             return 406, {"error": "not acceptable"}
+        if self.roster_delay_seconds:
+            time.sleep(self.roster_delay_seconds)
         if "since" in query and self.forget_differences:
             return 410, {"error": "no differences kept since then"}
+        page = int(query.get("page", "0"))
+        if self.roster_answer == "failing" or (
+                self.roster_answer == "failing-after-first-page" and page > 0):
+            return 503, {"error": "the roster is unavailable"}
         if "since" in query:
             changed = {sub for version, sub in self.changes if version > int(query["since"])}
             listed = [self.members[sub] for sub in sorted(changed)]
         else:
             listed = [m for m in self.members.values() if m["status"] != "Deleted"]
-        page = int(query.get("page", "0"))
+        if self.roster_answer == "empty":
+            listed = []
+        elif self.roster_answer == "partial":
+            listed = listed[:self.roster_partial]
         chunk = listed[page * self.page_size:(page + 1) * self.page_size]
         base = self.url + "/nrps/memberships"
         since = f"since={query['since']}&" if "since" in query else ""

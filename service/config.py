@@ -105,8 +105,19 @@ DEFAULTS: dict[str, Any] = {
     # launch when the last sync is older than LTI_ROSTER_LAUNCH_SECONDS.
     "LTI_ROSTER_SYNC_SECONDS": 3600,
     "LTI_ROSTER_LAUNCH_SECONDS": 300,
+    # A web session ends this long after its login at the latest, and after this long without
+    # a request (the cookie itself ends with the browser's session).
+    "SESSION_HOURS": 12,
+    "SESSION_IDLE_MINUTES": 120,
     # Pages of a roster or of line items read in one sync, at most (a runaway "next" link).
     "LTI_MAX_PAGES": 200,
+    # A roster sync only makes safe changes: it never drops a member who launched (or whom an
+    # instructor kept) within LTI_ROSTER_KEEP_SECONDS, and it holds for an instructor's
+    # decision any sync that would drop everyone, or more than LTI_ROSTER_HOLD_SHARE of the
+    # course's members and more than LTI_ROSTER_HOLD_FREE of them.
+    "LTI_ROSTER_KEEP_SECONDS": 14 * 24 * 3600,
+    "LTI_ROSTER_HOLD_SHARE": 0.1,
+    "LTI_ROSTER_HOLD_FREE": 2,
 }
 
 _INTS = {name for name, value in DEFAULTS.items() if isinstance(value, int)}

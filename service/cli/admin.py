@@ -51,6 +51,23 @@ def register(commands: Commands) -> None:
     user.add_argument("--display-name", default="", help="the name shown on pages")
     user.set_defaults(handler=_create_user)
 
+    password = add_parser(actions, "set-password",
+                          "give a user a new password (generated unless given); this signs "
+                          "out every web session of theirs")
+    password.add_argument("username", help="the user")
+    password.add_argument("--password-stdin", action="store_true",
+                          help="read the password from standard input (default: generate one "
+                               "and print it once)")
+    password.set_defaults(handler=_set_password)
+
+    sign_out = add_parser(actions, "sign-out",
+                          "end every web session of a user on the server, wherever their "
+                          "cookies are")
+    sign_out.add_argument("username", help="the user")
+    sign_out.add_argument("--revoke-tokens", action="store_true",
+                          help="revoke their API tokens too (`autograde login` again)")
+    sign_out.set_defaults(handler=_sign_out)
+
     course = add_parser(actions, "create-course", "create a course")
     course.add_argument("code", help="the course's short code, e.g. ml101")
     course.add_argument("--title", default="", help="the course's title")
@@ -166,6 +183,41 @@ def _create_user(args: argparse.Namespace) -> int:
         print(f"Created {args.role} {user.username}.")
         if user.generated:
             print(f"Password (shown once): {user.password}")
+
+    return with_session(run)
+
+
+def _set_password(args: argparse.Namespace) -> int:
+    import secrets
+
+    from service.cli.database import user_named, with_session
+    from service.courses.accounts import set_password
+
+    given = sys.stdin.readline().rstrip("\n") if args.password_stdin else None
+    password = given or secrets.token_urlsafe(12)
+
+    def run(session: Any) -> None:
+        ended = set_password(session, user_named(session, args.username), password)
+        print(f"New password for {args.username}; {ended} web session(s) signed out.")
+        if given is None:
+            print(f"Password (shown once): {password}")
+
+    return with_session(run)
+
+
+def _sign_out(args: argparse.Namespace) -> int:
+    from service.cli.database import user_named, with_session
+    from service.courses.accounts import end_web_sessions, revoke_token
+    from service.models import SessionEnd
+
+    def run(session: Any) -> None:
+        user = user_named(session, args.username)
+        ended = end_web_sessions(session, user, SessionEnd.ADMIN)
+        revoked = [t for t in user.tokens if t.revoked_at is None] if args.revoke_tokens else []
+        for token in revoked:
+            revoke_token(token)
+        print(f"Signed out {args.username}: {ended} web session(s) ended"
+              + (f", {len(revoked)} API token(s) revoked." if args.revoke_tokens else "."))
 
     return with_session(run)
 

@@ -201,10 +201,15 @@ def create_user(session: Session, *, username: str, role: str, password: str | N
     return NewUser(username, password, generated)
 
 
-def enrol(session: Session, *, course: str, username: str, role: str) -> None:
+def user_named(session: Session, username: str) -> User:
     user = session.scalar(select(User).where(User.username == username))
     if user is None:
         raise NotFound(f"There is no user {username!r}.")
+    return user
+
+
+def enrol(session: Session, *, course: str, username: str, role: str) -> None:
+    user = user_named(session, username)
     enrolment.enrol(session, course=enrolment.course_by_code(session, course), user=user,
                   role=CourseRole(role))
 

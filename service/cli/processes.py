@@ -82,6 +82,7 @@ server, closes first. An idle connection waits in the server's poller, not in a 
 def _serve(args: argparse.Namespace) -> int:
     return _exec([sys.executable, "-m", "gunicorn", "--bind", f"{args.host}:{args.port}",
                   "--workers", str(args.workers), "--threads", "4", "--timeout", "60",
+                  "--worker-class", "service.server.ProblemWorker",
                   "--keep-alive", str(KEEP_ALIVE_SECONDS),
                   "--access-logfile", "-", "service.app:create_app()"])
 

@@ -5,7 +5,8 @@ with what was wrong, before it can reach the database or a parser's recursion li
   ``Infinity``), integers of at most ``MAX_INT_DIGITS`` digits, no NUL and no lone surrogate
   in any string (PostgreSQL stores neither).
 - URL ``<int:...>`` ids: within the database's 32-bit integer (a larger id names nothing: 404).
-- The path, query and form fields: no NUL, no lone surrogate.
+- The query and form fields: no NUL, no lone surrogate (400). A path holding one names nothing
+  (404, as any other unknown name).
 
 And on the way out, text stored before these checks (or from a sandbox) that cannot be encoded
 is replaced in pages (``replace_unstorable``), never a failed page.
@@ -22,7 +23,7 @@ from flask import Flask, request
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.routing import IntegerConverter
 
-from service.core.errors import ServiceError
+from service.core.errors import NotFound, ServiceError
 from service.core.visible import show_invisible
 
 MAX_JSON_DEPTH = 32
@@ -132,8 +133,10 @@ def install_edge_checks(app: Flask) -> None:
 
 
 def _check_text_fields() -> None:
-    fields: list[tuple[str, str]] = [("the path", request.path)]
-    fields += [(f"the query parameter {name!r}", value)
+    reason = unstorable(request.path)
+    if reason:
+        raise NotFound(f"Nothing here has a name holding {reason}.")
+    fields: list[tuple[str, str]] = [(f"the query parameter {name!r}", value)
                for name, value in request.args.items(multi=True)]
     fields += [(f"the query parameter name {name!r}", name) for name in request.args]
     if request.mimetype in ("application/x-www-form-urlencoded", "multipart/form-data"):

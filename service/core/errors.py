@@ -56,12 +56,21 @@ class RateLimited(ServiceError):
     status, title = 429, "Too many submissions"
 
 
+BEARER_CHALLENGE = 'Bearer realm="autograde"'
+"""The ``WWW-Authenticate`` header of every 401."""
+
+
+def problem_document(status: int, title: str, detail: str, **extra: Any) -> dict[str, Any]:
+    """The body of every error: an RFC 9457 problem document."""
+    return {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
+
+
 def problem(status: int, title: str, detail: str, **extra: Any) -> Response:
     """The one way the service answers with an error."""
-    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
+    body = problem_document(status, title, detail, **extra)
     response = Response(json.dumps(body), status=status, mimetype=PROBLEM_JSON)
     if status == 401:
-        response.headers["WWW-Authenticate"] = 'Bearer realm="autograde"'
+        response.headers["WWW-Authenticate"] = BEARER_CHALLENGE
     if status == 429 and "retry_after" in extra:
         response.headers["Retry-After"] = str(extra["retry_after"])
     return response

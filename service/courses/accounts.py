@@ -10,11 +10,12 @@ from datetime import timedelta
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
-from sqlalchemy import select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from service.core.errors import Conflict, Unauthorized
-from service.models import ApiToken, Role, User, utcnow
+from service.core.db import rows_changed
+from service.core.errors import Conflict, ServiceError, Unauthorized
+from service.models import ApiToken, Role, SessionEnd, User, WebSession, utcnow
 
 TOKEN_PREFIX = "ag_"
 _HASHER = PasswordHasher()
@@ -31,12 +32,19 @@ def hash_password(password: str) -> str:
     return _HASHER.hash(password)
 
 
+MIN_PASSWORD = 8
+
+
+def _check_password(password: str) -> None:
+    if len(password) < MIN_PASSWORD:
+        raise ServiceError(f"Passwords have at least {MIN_PASSWORD} characters.")
+
+
 def create_user(session: Session, *, username: str, password: str, role: Role = Role.STUDENT,
                 display_name: str = "") -> User:
     if session.scalar(select(User).where(User.username == username)) is not None:
         raise Conflict(f"A user called {username!r} already exists.")
-    if len(password) < 8:
-        raise Conflict("Passwords have at least 8 characters.", status=400, title="Bad request")
+    _check_password(password)
     user = User(username=username, password_hash=hash_password(password), role=role,
                 display_name=display_name or username)
     session.add(user)
@@ -56,6 +64,47 @@ def authenticate(session: Session, *, username: str, password: str) -> User:
     if _HASHER.check_needs_rehash(user.password_hash):
         user.password_hash = hash_password(password)
     return user
+
+
+def end_web_sessions(session: Session, user: User, why: SessionEnd, *,
+                     keep: str | None = None) -> int:
+    """End every live web session of ``user`` on the server (all copies of their cookies), but
+    the one whose key hash is ``keep``; how many."""
+    now = utcnow()
+    statement = update(WebSession).where(
+        WebSession.user_id == user.id, WebSession.ended_at.is_(None),
+        WebSession.expires_at > now).values(ended_at=now, ended_by=why)
+    if keep is not None:
+        statement = statement.where(WebSession.key_hash != keep)
+    return rows_changed(session, statement)
+
+
+def live_web_sessions(session: Session, user: User) -> int:
+    """How many web sessions of ``user`` the server has not ended (nor timed out at the
+    latest end)."""
+    return int(session.scalar(select(func.count()).select_from(WebSession).where(
+        WebSession.user_id == user.id, WebSession.ended_at.is_(None),
+        WebSession.expires_at > utcnow())) or 0)
+
+
+def change_password(session: Session, user: User, *, current: str, new: str,
+                    keep: str | None = None) -> int:
+    """The owner's password change: the current password checked, the new one set, and every
+    other web session of theirs ended (``keep``: the key hash of the one they changed it in);
+    how many sessions ended."""
+    try:
+        _HASHER.verify(user.password_hash, current)
+    except (VerificationError, InvalidHashError):
+        raise Unauthorized("The current password is wrong.") from None
+    return set_password(session, user, new, keep=keep)
+
+
+def set_password(session: Session, user: User, password: str, *, keep: str | None = None) -> int:
+    """A new password for ``user`` (an administrator's, or the owner's through
+    ``change_password``), ending their web sessions but ``keep``; how many ended."""
+    _check_password(password)
+    user.password_hash = hash_password(password)
+    return end_web_sessions(session, user, SessionEnd.PASSWORD, keep=keep)
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,9 @@ def provision_member(session: Session, launch: Launch) -> Member:
                            status=403, title="Account disabled")
     context = _context(session, platform, launch.claim(CONTEXT))
     _services(context, launch)
-    keep_member(session, context, lti_user, roles=[str(r) for r in claims[ROLES]], role=role)
+    membership = keep_member(session, context, lti_user, roles=[str(r) for r in claims[ROLES]],
+                             role=role)
+    membership.launched_at = utcnow()  # a roster that omits them now does not drop them
     session.flush()
     return Member(lti_user.user, lti_user, context.course, role, context)
 

@@ -30,9 +30,9 @@ from service.lti.provision import (
     parse_moment,
     take_due_date,
 )
+from service.lti.roster import Leaving, RosterPolicy, settle_drops
 from service.models import (
     CourseAssignment,
-    Enrolment,
     LtiContext,
     LtiMembership,
     LtiPlatform,
@@ -54,10 +54,12 @@ _LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?([^";]+)"?')
 class ServiceSettings:
     timeout_seconds: int
     max_pages: int
+    roster: RosterPolicy
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ServiceSettings:
-        return cls(int(config["LTI_HTTP_TIMEOUT_SECONDS"]), int(config["LTI_MAX_PAGES"]))
+        return cls(int(config["LTI_HTTP_TIMEOUT_SECONDS"]), int(config["LTI_MAX_PAGES"]),
+                   RosterPolicy.from_config(config))
 
 
 class PlatformClient:
@@ -126,13 +128,23 @@ class RosterReport:
     dropped: int
     differences: bool
     """Whether only the changes since the last sync were read."""
+    held: int = 0
+    """Drops waiting for an instructor (too many at once: ``service.lti.roster``)."""
+    kept: int = 0
+    """Members the roster omitted but who launched or were kept recently."""
+
+    def __str__(self) -> str:
+        return (f"{self.members} listed, {self.added} new, {self.changed} changed, "
+                f"{self.dropped} dropped, {self.held} held, {self.kept} kept")
 
 
 def sync_roster(session: Session, context: LtiContext, *, tokens: AccessTokens,
                 settings: ServiceSettings) -> RosterReport:
     """Bring the course's enrolments in step with the LMS's roster: new members enrolled (and
-    made users when they never launched), role changes applied, dropped members unenrolled
-    (their submissions stay). Uses the platform's ``differences`` link when it gave one."""
+    made users when they never launched), role changes applied, members the roster no longer
+    lists dropped as far as ``service.lti.roster`` finds it safe (their submissions stay).
+    Uses the platform's ``differences`` link when it gave one. A roster that cannot be read
+    whole (an error, a timeout, a runaway ``next`` link) changes nothing."""
     if not context.memberships_url:
         raise DeliveryError("the LMS offers no Names and Roles service for this course")
     client = PlatformClient(session, context.platform, NRPS_SCOPE, tokens=tokens,
@@ -148,15 +160,17 @@ def sync_roster(session: Session, context: LtiContext, *, tokens: AccessTokens,
         listed, next_differences = _read_roster(client, context.memberships_url)
     known = {m.lti_user.sub: m for m in session.scalars(
         select(LtiMembership).where(LtiMembership.context_id == context.id))}
-    added = changed = dropped = active = 0
+    members = sum(m.status is MembershipStatus.ACTIVE for m in known.values())
+    leaving: list[Leaving] = []
+    added = changed = active = 0
     for sub, member in listed.items():
         status = str(member.get("status") or "Active")
         before = known.get(sub)
         if status == "Deleted" or status == "Inactive":
             if before is not None and before.status is MembershipStatus.ACTIVE:
-                _leave(session, before, MembershipStatus.DROPPED if status == "Deleted"
-                       else MembershipStatus.INACTIVE)
-                dropped += 1
+                leaving.append(Leaving(before, MembershipStatus.DROPPED if status == "Deleted"
+                                       else MembershipStatus.INACTIVE,
+                                       f"the roster lists them as {status.lower()}"))
             continue
         roles = [str(r) for r in member.get("roles") or []]
         role = course_role(roles)
@@ -170,17 +184,19 @@ def sync_roster(session: Session, context: LtiContext, *, tokens: AccessTokens,
         keep_member(session, context, lti_user, roles=roles, role=role)
         active += 1
     if not differences:
-        for sub, membership in known.items():
-            if sub not in listed and membership.status is MembershipStatus.ACTIVE:
-                _leave(session, membership, MembershipStatus.DROPPED)
-                dropped += 1
+        leaving += [Leaving(membership, MembershipStatus.DROPPED,
+                            f"the roster of {len(listed)} member(s) does not list them")
+                    for sub, membership in known.items()
+                    if sub not in listed and membership.status is MembershipStatus.ACTIVE]
+    outcome = settle_drops(session, context, leaving, members=members, policy=settings.roster)
     context.differences_url = next_differences
     context.roster_synced_at, context.roster_error = utcnow(), None
     session.flush()
-    log.info("LTI roster of context %s: %s listed, %s new, %s changed, %s dropped%s",
-             context.id, active, added, changed, dropped, " (differences)" if differences
-             else "")
-    return RosterReport(active, added, changed, dropped, bool(differences))
+    report = RosterReport(active, added, changed, outcome.dropped, bool(differences),
+                          outcome.held, outcome.kept)
+    log.info("LTI roster of context %s: %s%s", context.id, report,
+             " (differences)" if differences else "")
+    return report
 
 
 def _read_roster(client: PlatformClient, url: str
@@ -195,16 +211,6 @@ def _read_roster(client: PlatformClient, url: str
                 listed[str(member["user_id"])] = member
         differences = links.get("differences") or differences
     return listed, differences
-
-
-def _leave(session: Session, membership: LtiMembership, status: MembershipStatus) -> None:
-    """Unenrol a member the LMS no longer lists (their submissions and scores stay)."""
-    membership.status, membership.seen_at = status, utcnow()
-    enrolment = session.scalar(select(Enrolment).where(
-        Enrolment.course_id == membership.context.course_id,
-        Enrolment.user_id == membership.lti_user.user_id))
-    if enrolment is not None:
-        session.delete(enrolment)
 
 
 # --- Assignment and Grade Services: the line items of the course's links. ----------------------

@@ -10,6 +10,7 @@ from service.models.base import Base, utcnow
 from service.models.courses import Course, CourseRole, Enrolment
 from service.models.gradebook import Extension, RegradeRun, ScoreAdjustment, SubmissionComment
 from service.models.lti import (
+    DropState,
     LtiContext,
     LtiDeployment,
     LtiLoginState,
@@ -20,11 +21,12 @@ from service.models.lti import (
     LtiUser,
     MembershipStatus,
     PassbackStatus,
+    RosterDrop,
     ScorePassback,
 )
 from service.models.reports import ReportStatus, SimilarityRun
 from service.models.submissions import Result, Submission, SubmissionFile, SubmissionStatus
-from service.models.users import ApiToken, Role, User, WebSession
+from service.models.users import ApiToken, Role, SessionEnd, User, WebSession
 from service.models.webhooks import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "CourseAssignment",
     "CourseRole",
     "DeliveryStatus",
+    "DropState",
     "Enrolment",
     "Extension",
     "LatePolicy",
@@ -52,9 +55,11 @@ __all__ = [
     "ReportStatus",
     "Result",
     "Role",
+    "RosterDrop",
     "ScoreAdjustment",
     "ScorePassback",
     "ScorePolicy",
+    "SessionEnd",
     "SimilarityRun",
     "Submission",
     "SubmissionComment",

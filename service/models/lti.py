@@ -169,9 +169,50 @@ class LtiMembership(IdMixin, CreatedMixin, Base):
                                                      default=MembershipStatus.ACTIVE)
     seen_at: Mapped[datetime]
     """When a roster or a launch last listed them."""
+    launched_at: Mapped[datetime | None]
+    """When they last launched the tool from this course (signed proof of membership)."""
+    kept_at: Mapped[datetime | None]
+    """When an instructor last kept them against a roster (undid or dismissed a drop)."""
 
     context: Mapped[LtiContext] = relationship()
     lti_user: Mapped[LtiUser] = relationship()
+
+
+class DropState(enum.Enum):
+    HELD = "held"
+    """Proposed by a sync that would drop too many at once: waits for an instructor."""
+    DONE = "done"
+    """Applied: the member is no longer enrolled (their submissions and grades stay)."""
+    DISMISSED = "dismissed"
+    """An instructor refused the held proposal: the member stays enrolled."""
+    UNDONE = "undone"
+    """Applied, then reversed by an instructor: enrolled again, with the same role."""
+
+
+class RosterDrop(IdMixin, CreatedMixin, Base):
+    """A member a roster sync took out of a course, or would have: the record an instructor
+    reads on the course's people page, and reverses from there."""
+
+    __tablename__ = "lti_roster_drops"
+
+    context_id: Mapped[int] = mapped_column(ForeignKey("lti_contexts.id", ondelete="CASCADE"),
+                                            index=True)
+    membership_id: Mapped[int] = mapped_column(
+        ForeignKey("lti_memberships.id", ondelete="CASCADE"), index=True)
+    becomes: Mapped[MembershipStatus] = mapped_column(enum_column(MembershipStatus))
+    """What the roster made of the member: dropped, or inactive."""
+    role: Mapped[CourseRole] = mapped_column(enum_column(CourseRole))
+    """The course role they had, given back when the drop is undone."""
+    reason: Mapped[str] = mapped_column(String(200))
+    state: Mapped[DropState] = mapped_column(enum_column(DropState))
+    decided_at: Mapped[datetime | None]
+    decided_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id",
+                                                                 ondelete="SET NULL"))
+    """The instructor who confirmed, dismissed or undid it (None: the sync applied it)."""
+
+    context: Mapped[LtiContext] = relationship()
+    membership: Mapped[LtiMembership] = relationship()
+    decided_by: Mapped[User | None] = relationship()
 
 
 class PassbackStatus(enum.Enum):

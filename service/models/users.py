@@ -54,14 +54,30 @@ class ApiToken(IdMixin, CreatedMixin, Base):
     user: Mapped[User] = relationship(back_populates="tokens")
 
 
+class SessionEnd(enum.Enum):
+    """Why the server ended a web session before it expired."""
+
+    LOGOUT = "logout"
+    PASSWORD = "password"
+    """The account's password was changed (by its owner elsewhere, or by an administrator)."""
+    ADMIN = "admin"
+    """An administrator signed the account out everywhere."""
+
+
 class WebSession(IdMixin, CreatedMixin, Base):
-    """A logged-in browser: the cookie holds a random key, only its SHA-256 is stored, and
-    logging out deletes the row, so a copied cookie stops working."""
+    """A logged-in browser: the cookie holds a random key, only its SHA-256 is stored. The
+    server ends it (logout, a password change, an administrator) by marking the row, so every
+    copy of the cookie stops working and the page can say when and why."""
 
     __tablename__ = "web_sessions"
 
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     expires_at: Mapped[datetime]
+    """The latest end: this long after the login, whatever the activity."""
+    last_seen_at: Mapped[datetime | None]
+    """The last request (to the minute): the session ends after a while without one."""
+    ended_at: Mapped[datetime | None]
+    ended_by: Mapped[SessionEnd | None] = mapped_column(enum_column(SessionEnd))
 
     user: Mapped[User] = relationship()

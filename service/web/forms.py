@@ -12,7 +12,7 @@ from wtforms import (
     SubmitField,
     TextAreaField,
 )
-from wtforms.validators import URL, DataRequired, Length, Optional, Regexp
+from wtforms.validators import URL, DataRequired, EqualTo, Length, Optional, Regexp
 from wtforms.widgets import CheckboxInput, ListWidget
 
 ROLE_CHOICES = ["student", "instructor"]
@@ -42,6 +42,14 @@ class ButtonForm(Form):
     """A form that is only a button (log out, regrade, revoke): the CSRF token is the point."""
 
     submit = SubmitField("Go")
+
+
+class PasswordForm(Form):
+    current = PasswordField("Current password", validators=[DataRequired(), Length(max=256)])
+    new = PasswordField("New password", validators=[DataRequired(), Length(min=8, max=256)])
+    again = PasswordField("New password again", validators=[
+        DataRequired(), EqualTo("new", message="the two new passwords differ")])
+    submit = SubmitField("Change password")
 
 
 class TokenForm(Form):

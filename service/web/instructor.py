@@ -9,6 +9,7 @@ from typing import Any
 from flask import (
     Response,
     abort,
+    current_app,
     flash,
     jsonify,
     redirect,
@@ -23,10 +24,18 @@ from service.core.db import session
 from service.core.errors import Conflict, Forbidden, NotFound, ServiceError
 from service.core.pagination import page_numbers
 from service.core.queue import SIMILARITY_TASK, enqueue, send
-from service.courses.accounts import create_user, issue_token, revoke_token
+from service.courses.accounts import (
+    change_password,
+    create_user,
+    end_web_sessions,
+    issue_token,
+    live_web_sessions,
+    revoke_token,
+)
 from service.courses.enrolment import course_by_code, enrol, find_assignment, require_instructor
 from service.grading.waiting import sandbox_status
-from service.models import Course, CourseAssignment, CourseRole, Role, User
+from service.lti.roster import held_drops, past_drops
+from service.models import Course, CourseAssignment, CourseRole, Role, SessionEnd, User
 from service.submissions.bulk import archive_response
 from service.submissions.dashboard import (
     SubmissionFilter,
@@ -57,9 +66,9 @@ from service.submissions.similarity import (
     similarity_state,
 )
 from service.submissions.submitting import readable_submission
-from service.web.forms import ButtonForm, EnrolForm, NewUserForm, TokenForm
+from service.web.forms import ButtonForm, EnrolForm, NewUserForm, PasswordForm, TokenForm
 from service.web.pages import page_blueprint
-from service.web.session_auth import login_page, page_user
+from service.web.session_auth import current_session_hash, login_page, page_user
 from service.web.student import result_context
 
 blueprint = page_blueprint("dashboard", __name__, url_prefix="/dashboard")
@@ -285,7 +294,12 @@ def people(course: str) -> str | BaseResponse:
                            page=course_members(session(), target, number=number,
                                                per_page=per_page),
                            enrol_form=enrol_form,
-                           user_form=user_form, created=created)
+                           user_form=user_form, created=created,
+                           roster_held=held_drops(session(), target),
+                           roster_past=past_drops(session(), target),
+                           held_form=ButtonForm(prefix="held"),
+                           undo_form=ButtonForm(prefix="undo"),
+                           keep_days=current_app.config["LTI_ROSTER_KEEP_SECONDS"] // 86400)
 
 
 @account.route("/tokens", methods=["GET", "POST"])
@@ -299,6 +313,34 @@ def tokens() -> str:
     return render_template("account/tokens.html", form=form, issued=issued,
                            tokens=sorted(user.tokens, key=lambda t: t.id, reverse=True),
                            revoke_form=ButtonForm(prefix="revoke"))
+
+
+@account.route("/sessions", methods=["GET", "POST"])
+@login_page
+def sessions() -> str | BaseResponse:
+    """Change the password, or sign out every other session; either ends the others on the
+    server, wherever their cookies are."""
+    user, form, everywhere = page_user(), PasswordForm(prefix="password"), ButtonForm(
+        prefix="everywhere")
+    if form.submit.data and form.validate_on_submit():
+        try:
+            ended = change_password(session(), user, current=form.current.data or "",
+                                    new=form.new.data or "", keep=current_session_hash())
+        except ServiceError as error:
+            session().rollback()
+            flash(error.detail, "error")
+        else:
+            session().commit()
+            flash(f"Password changed; {ended} other session(s) signed out.", "info")
+            return redirect(url_for("account.sessions"), 303)
+    elif everywhere.submit.data and everywhere.validate_on_submit():
+        ended = end_web_sessions(session(), user, SessionEnd.LOGOUT, keep=current_session_hash())
+        session().commit()
+        flash(f"{ended} other session(s) signed out.", "info")
+        return redirect(url_for("account.sessions"), 303)
+    return render_template("account/sessions.html", form=form, everywhere=everywhere,
+                           has_password=user.password_hash.startswith("$argon2"),
+                           others=live_web_sessions(session(), user) - 1)
 
 
 @account.post("/tokens/<int:token_id>/revoke")

@@ -16,9 +16,10 @@ from service.lti.pages import ReleaseState, course_contexts, lms_page, roster_of
 from service.lti.passback import passbacks_of, resend_passback
 from service.lti.platforms import Registration, list_platforms, register_platform, tool_urls
 from service.lti.release import release_results
+from service.lti.roster import decide_held, held_drops, undo_drop
 from service.lti.runtime import lti_runtime
 from service.lti.services import ServiceSettings, request_sync, sync_lineitem
-from service.models import CourseAssignment, LtiResourceLink, Role, User
+from service.models import Course, CourseAssignment, LtiResourceLink, Role, User
 from service.submissions.dashboard import teaches
 from service.web.forms import ButtonForm, PlatformForm
 from service.web.lti_launch import tool_base_url
@@ -113,9 +114,7 @@ def release(course: str, slug: str) -> BaseResponse:
 @login_page
 def sync(course: str) -> BaseResponse:
     """Sync the course's rosters and line items now (they also sync on launches and hourly)."""
-    found = course_by_code(session(), course)
-    if not teaches(session(), page_user(), found):
-        raise Forbidden("Only the course's instructors may do this.")
+    found = _taught(course)
     if ButtonForm(prefix="sync").validate_on_submit():
         contexts = course_contexts(session(), found)
         for context in contexts:
@@ -126,15 +125,51 @@ def sync(course: str) -> BaseResponse:
                     303)
 
 
-@dashboard.get("/courses/<course>/roster")
-@login_page
-def roster(course: str) -> str:
+def _taught(course: str) -> Course:
     found = course_by_code(session(), course)
     if not teaches(session(), page_user(), found):
         raise Forbidden("Only the course's instructors may do this.")
+    return found
+
+
+@dashboard.post("/courses/<course>/roster/held")
+@login_page
+def decide(course: str) -> BaseResponse:
+    """Confirm or dismiss the drops a roster sync held (shown on the course's people page)."""
+    found = _taught(course)
+    decision = request.form.get("decision")
+    if not ButtonForm(prefix="held").validate_on_submit() or decision not in ("drop", "keep"):
+        raise ServiceError("The form expired or is incomplete; reload the page and try again.")
+    dropped, kept = decide_held(session(), found, confirm=decision == "drop", by=page_user())
+    session().commit()
+    flash(f"{dropped} member(s) dropped as the LMS roster asked; {kept} kept (dismissed, or "
+          "they launched from the LMS since).", "info")
+    return redirect(url_for("dashboard.people", course=course), 303)
+
+
+@dashboard.post("/courses/<course>/roster/drops/<int:drop_id>/undo")
+@login_page
+def undo(course: str, drop_id: int) -> BaseResponse:
+    """Enrol again a member a roster sync dropped, with the role they had."""
+    found = _taught(course)
+    if not ButtonForm(prefix="undo").validate_on_submit():
+        raise ServiceError("The form expired; reload the page and try again.")
+    drop = undo_drop(session(), found, drop_id, by=page_user())
+    session().commit()
+    member = drop.membership.lti_user
+    flash(f"{member.name or member.user.display_name} is enrolled again as "
+          f"{drop.role.value}.", "info")
+    return redirect(url_for("dashboard.people", course=course), 303)
+
+
+@dashboard.get("/courses/<course>/roster")
+@login_page
+def roster(course: str) -> str:
+    found = _taught(course)
     return render_template("lti/roster.html", course=found,
                            contexts=course_contexts(session(), found),
                            members=roster_of(session(), found),
+                           held=len(held_drops(session(), found)),
                            sync_form=ButtonForm(prefix="sync"))
 
 

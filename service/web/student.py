@@ -16,6 +16,7 @@ from flask import (
     request,
     url_for,
 )
+from flask import session as flask_session
 from werkzeug.datastructures import FileStorage
 from werkzeug.wrappers import Response as BaseResponse
 
@@ -101,9 +102,13 @@ def _safe_next(target: str | None) -> str:
 
 @blueprint.post("/logout")
 def logout() -> BaseResponse:
-    if ButtonForm(prefix="logout").validate_on_submit():
+    """Always ends the session, form token or not (exempt from CSRF in ``init_web``): another
+    site's form cannot send the session cookie (``SameSite=Lax``), and a logout that silently
+    kept the session would leave a copied cookie working."""
+    if "sid" in flask_session:
         log_out()
-    return redirect(url_for("web.login"))
+        flash("You are signed out: this session has ended on the server.", "info")
+    return redirect(url_for("web.login"), 303)
 
 
 @blueprint.get("/assignments")

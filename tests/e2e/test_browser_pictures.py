@@ -184,7 +184,7 @@ def _every_page(graded: dict[str, int]) -> dict[str, list[str]]:
     assignment = f"{dashboard}/assignments/multi-head-attention"
     return {
         "pia": ["/", "/assignments", f"/courses/{COURSE}/assignments/attention",
-                f"/submissions/{submission}", "/account/tokens"],
+                f"/submissions/{submission}", "/account/tokens", "/account/sessions"],
         "prof": ["/dashboard/", assignment, f"{assignment}/submissions", f"{assignment}/gradebook",
                  f"{assignment}/settings", f"{assignment}/extensions", f"{assignment}/regrade",
                  f"{assignment}/similarity",

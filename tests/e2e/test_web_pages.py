@@ -372,7 +372,8 @@ def test_students_stuck_on_one_code() -> None:
 def test_every_page_has_the_frame_and_the_favicon(client: FlaskClient, factory: Factory) -> None:
     """Navigation and log-out on the account, webhook and LMS pages too, not only the main ones."""
     log_in(client, "prof")
-    for path in ("/assignments", "/account/tokens", "/dashboard/courses/ml101/webhooks",
+    for path in ("/assignments", "/account/tokens", "/account/sessions",
+                 "/dashboard/courses/ml101/webhooks",
                  "/dashboard/courses/ml101/assignments/attention"):
         page = client.get(path)
         assert page.status_code == 200, path

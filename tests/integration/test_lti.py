@@ -484,6 +484,7 @@ def _sync(context_sub: str = "") -> None:
     from service.lti.services import ServiceSettings, sync_context
     from service.models import LtiContext
 
+    db.session().expire_all()  # as a task's session would: what the pages changed is read
     for context in db.session().scalars(select(LtiContext)):
         sync_context(db.session(), context.id, tokens=runtime().tokens,
                      settings=ServiceSettings.from_config(current_app.config))
@@ -675,6 +676,143 @@ def test_the_roster_syncs_every_member_and_keeps_enrolments_in_step(
     identities = lms_users_of(db.session(), _course_id())
     assert {u.sub for u in identities.values()} >= {"s000", "late-joiner", "teacher-1"}
     assert identities[_user("s042").id].email == "s042@uni.example"
+
+
+def _enrolled_subs() -> set[str]:
+    from service.models import Enrolment
+
+    return set(db.session().scalars(select(LtiUser.sub).join(
+        Enrolment, Enrolment.user_id == LtiUser.user_id)))
+
+
+def _course_with_roster(lms: LmsPlatform, students: int) -> requests.Session:
+    """An LMS course of a teacher and ``students`` students (s00, s01, ...), synced once; the
+    teacher's browser, logged in by their launch. Later syncs read the whole roster."""
+    lms.enrol("teacher-1", [INSTRUCTOR])
+    for n in range(students):
+        lms.enrol(f"s{n:02}", [LEARNER])
+    browser = requests.Session()
+    launched = lms.launch(browser, sub="teacher-1", roles=[INSTRUCTOR], **lms.nrps_claim(),
+                          **lms.resource_link("link-1", assignment="attention"))
+    assert launched.response.status_code == 303
+    _sync()
+    assert _enrolled_subs() == {"teacher-1", *(f"s{n:02}" for n in range(students))}
+    lms.forget_differences = True  # as the outside check saw: whole rosters, no differences
+    return browser
+
+
+def _people(tool: Tool, browser: requests.Session) -> str:
+    page = browser.get(f"{tool.url}/dashboard/courses/{_course_code()}/people?per_page=500",
+                       timeout=30)
+    assert page.status_code == 200, page.text[:300]
+    return page.text
+
+
+def test_an_empty_roster_drops_nobody_and_waits_for_the_instructor(
+        lms: LmsPlatform, tool: Tool) -> None:
+    """The outside check: the LMS answers an empty member list just after a student launched.
+    Nobody is un-enrolled; the instructor sees the request and dismisses it, and the next syncs
+    leave those members be."""
+    from service.models import DropState, RosterDrop
+
+    browser = _course_with_roster(lms, 10)
+    assert _student_launch(lms, "s00").status_code == 303
+    lms.roster_answer = "empty"
+    _sync()
+    assert len(_enrolled_subs()) == 11
+    held = db.session().scalars(select(RosterDrop)).all()
+    assert {d.membership.lti_user.sub for d in held} == {f"s{n:02}" for n in range(1, 10)}
+    assert {d.state for d in held} == {DropState.HELD}
+    page = _people(tool, browser)
+    assert 'data-held="9"' in page and "Nobody has been dropped" in page
+    assert 'data-sub="s00"' not in page.split('id="roster-held"')[1].split("</section>")[0]
+
+    answer = browser.post(f"{tool.url}/dashboard/lti/courses/{_course_code()}/roster/held",
+                          data={"held-csrf_token": _csrf(page, "held-"), "decision": "keep"},
+                          timeout=30)
+    assert answer.status_code == 200 and "0 member(s) dropped" in answer.text
+    assert "9 kept" in answer.text
+    _sync()  # the LMS still answers nothing
+    assert len(_enrolled_subs()) == 11
+    states = db.session().scalars(select(RosterDrop.state)).all()
+    assert sorted(s.value for s in states) == ["dismissed"] * 9  # not asked again
+
+
+def test_a_partial_paged_roster_is_held_then_dropped_and_undone_keeping_grades(
+        lms: LmsPlatform, tool: Tool) -> None:
+    """A roster read over pages that lists only some of the course: held (and said on the
+    roster page); confirmed, the omitted are un-enrolled with their submissions and results
+    kept, but one who launched since the proposal stays; one drop undone puts the student back
+    with the same role, and the next sync leaves them there."""
+    from service.models import Result
+
+    lms.page_size = 4
+    browser = _course_with_roster(lms, 12)
+    graded = _graded(_user("s09"), 7.0)
+    lms.roster_answer, lms.roster_partial = "partial", 5  # the teacher and s00..s03
+    before = len(lms.roster_requests)
+    _sync()
+    assert len(lms.roster_requests) - before >= 2  # pages followed by rel="next"
+    assert len(_enrolled_subs()) == 13
+    page = _people(tool, browser)
+    assert 'data-held="8"' in page
+    roster = browser.get(f"{tool.url}/dashboard/lti/courses/{_course_code()}/roster", timeout=30)
+    assert "would drop 8 member(s) at once" in roster.text
+    assert _student_launch(lms, "s11").status_code == 303  # after the proposal: kept
+
+    answer = browser.post(f"{tool.url}/dashboard/lti/courses/{_course_code()}/roster/held",
+                          data={"held-csrf_token": _csrf(page, "held-"), "decision": "drop"},
+                          timeout=30)
+    assert answer.status_code == 200 and "7 member(s) dropped" in answer.text
+    assert "1 kept" in answer.text
+    assert _enrolled_subs() == {"teacher-1", "s00", "s01", "s02", "s03", "s11"}
+    kept = db.session().get(Submission, graded.id)
+    assert kept is not None and db.session().scalar(
+        select(Result.final_score).where(Result.submission_id == graded.id)) == 7.0
+    page = _people(tool, browser)
+    row = page.split('data-sub="s09" data-state="done"')[1].split("</tr>")[0]
+    undo = re.search(r'action="([^"]+/undo)"', row)
+    assert undo is not None
+    answer = browser.post(tool.url + undo.group(1), timeout=30,
+                          data={"undo-csrf_token": _csrf(page, "undo-")})
+    assert answer.status_code == 200 and "enrolled again as student" in answer.text
+    _sync()  # still partial: s09 stays, as the instructor said
+    assert _enrolled_subs() == {"teacher-1", "s00", "s01", "s02", "s03", "s09", "s11"}
+    assert 'data-sub="s09" data-state="undone"' in _people(tool, browser)
+
+    lms.roster_answer = "full"
+    _sync()
+    assert len(_enrolled_subs()) == 13
+
+
+def test_failing_and_slow_rosters_change_nothing_and_small_drops_apply(
+        lms: LmsPlatform, tool: Tool) -> None:
+    from service.models import LtiContext
+
+    lms.page_size = 3
+    _course_with_roster(lms, 6)
+    everyone = _enrolled_subs()
+
+    def error() -> str | None:
+        context = db.session().scalar(select(LtiContext), execution_options={
+            "populate_existing": True})
+        assert context is not None
+        return context.roster_error
+
+    for answer in ("failing", "failing-after-first-page"):
+        lms.roster_answer = answer
+        _sync()
+        assert _enrolled_subs() == everyone and "503" in (error() or ""), answer
+    lms.roster_answer = "full"
+    current_app.config["LTI_HTTP_TIMEOUT_SECONDS"] = 1
+    lms.roster_delay_seconds = 3  # slower than the tool waits
+    _sync()
+    assert _enrolled_subs() == everyone and error()
+    current_app.config["LTI_HTTP_TIMEOUT_SECONDS"] = 10
+    lms.roster_delay_seconds = 0.2  # slow, within the time allowed
+    del lms.members["s05"]  # one student left the course: a small change, made at once
+    _sync()
+    assert _enrolled_subs() == everyone - {"s05"} and error() is None
 
 
 def test_release_from_the_dashboard_sends_held_scores_at_once(lms: LmsPlatform,
