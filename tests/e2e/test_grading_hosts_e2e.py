@@ -193,8 +193,10 @@ def fleet(make_stack: Callable[..., Stack], pg_url: str, broker: Broker,
         made = Fleet(stack, hosts, pg_url, broker)
         made.headers = stack.login("student")
         envs = {host.name: made.host_env(host) for host in hosts}
+        for host in hosts:  # booted side by side, as a fleet's machines are
+            host.start_worker(envs[host.name])
         for host in hosts:
-            made.start_host(host, envs[host.name])
+            wait_until(lambda host=host: made.healthy(host), 240, f"{host.name} healthy")
         made.events["envs"] = envs
         yield made
         (tmp_path / "timings.json").write_text(json.dumps(
