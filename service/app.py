@@ -9,7 +9,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Flask, Response, jsonify
+from flask import Flask, Response, current_app, jsonify, request
 from sqlalchemy import text
 from werkzeug.middleware.proxy_fix import ProxyFix
 
@@ -19,7 +19,9 @@ from service.celery_app import celery_init_app
 from service.config import load_config
 from service.core.db import Database, database, session
 from service.core.edge import install_edge_checks
-from service.core.errors import register_error_handlers
+from service.core.errors import NotFound, Unauthorized, register_error_handlers
+from service.core.queue import queue_depth
+from service.grading.metrics import CONTENT_TYPE, FleetCollector, exposition, token_matches
 from service.grading.status_watch import StatusWatch, status_watch
 from service.web import init_web
 from service.web.lti_launch import init_lti
@@ -50,6 +52,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     init_web(app)
     init_lti(app)
     app.add_url_rule("/healthz", "health", _health)
+    app.add_url_rule("/metrics", "metrics", _metrics)
     celery_init_app(app)
     return app
 
@@ -57,3 +60,14 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 def _health() -> Response:
     session().execute(text("SELECT 1"))
     return jsonify(status="ok")
+
+
+def _metrics() -> Response:
+    """The fleet's metrics for Prometheus, to a scraper holding the metrics token."""
+    expected = current_app.config["METRICS_TOKEN"]
+    if not expected:
+        raise NotFound("There is no such page.")
+    if not token_matches(expected, request.headers.get("Authorization")):
+        raise Unauthorized("The metrics need the bearer token set in AUTOGRADE_METRICS_TOKEN.")
+    collector = FleetCollector(session, queue_depth, str(current_app.config["QUEUE"]))
+    return Response(exposition(collector), content_type=CONTENT_TYPE)

@@ -21,6 +21,12 @@ DEFAULTS: dict[str, Any] = {
     "BROKER_URL": "sqla+sqlite:///" + str(Path(".autograde") / "broker.db"),
     "QUEUE": "grading",
     "SECRET_KEY": None,
+    # Prometheus: GET /metrics answers only ``Authorization: Bearer <METRICS_TOKEN>``; unset,
+    # the endpoint does not exist (404). A worker host answers GET /healthz and /metrics on
+    # WORKER_HEALTH_ADDRESS:WORKER_HEALTH_PORT (0: off), loopback unless told otherwise.
+    "METRICS_TOKEN": None,
+    "WORKER_HEALTH_PORT": 0,
+    "WORKER_HEALTH_ADDRESS": "127.0.0.1",
     # Behind a TLS-terminating reverse proxy: how many proxies' X-Forwarded-* headers to trust
     # (links and LTI URLs then say https and the public host). 0 trusts none.
     "PROXY_HOPS": 0,
@@ -43,6 +49,8 @@ DEFAULTS: dict[str, Any] = {
     "TASK_SOFT_TIME_LIMIT": 150,
     "TASK_TIME_LIMIT": 180,
     "VISIBILITY_TIMEOUT": 600,
+    # RabbitMQ only: seconds between heartbeats (a silent link is given up after about two).
+    "BROKER_HEARTBEAT_SECONDS": 10,
     "LEASE_SECONDS": 210,
     "QUEUED_STALE_SECONDS": 900,
     # Gradings that failed on the submission itself before it is `failed` with a message.
@@ -161,6 +169,12 @@ def celery_settings(config: Mapping[str, Any]) -> dict[str, Any]:
         "retry_on_timeout": True,
         "health_check_interval": 10,
     }
+    amqp = str(config["BROKER_URL"]).startswith(("amqp", "pyamqp"))
+    if amqp:
+        # RabbitMQ redelivers a message when the connection of the worker holding it closes:
+        # no visibility timeout. Publisher confirms: a task is sent only once the broker holds
+        # it (on a quorum queue, once a majority of its nodes do).
+        transport = {"confirm_publish": True}
     if str(config["BROKER_URL"]).startswith("sqla+"):
         # kombu hands these to create_engine. The SQL transport has no visibility timeout: a
         # message taken by a worker that dies is not redelivered, the reaper re-queues it.
@@ -168,7 +182,14 @@ def celery_settings(config: Mapping[str, Any]) -> dict[str, Any]:
         # ``service.tasks.PollQueueOften``: kombu would hand it to create_engine too. Celery
         # gets the queue through ``service.queue_wake``'s transport, which wakes the worker.)
         transport = {"connect_args": {"timeout": 30}}
+    # RabbitMQ: the queues are quorum queues (replicated, durable; Celery then sends countdown
+    # retries through its native delayed delivery), and a worker cut off from the broker is
+    # found by missed heartbeats within about two intervals, its messages then redelivered.
+    rabbitmq: dict[str, Any] = {"task_default_queue_type": "quorum",
+                                "broker_heartbeat": int(config["BROKER_HEARTBEAT_SECONDS"])
+                                } if amqp else {}
     return {
+        **rabbitmq,
         "broker_url": wakeable_broker_url(str(config["BROKER_URL"])),
         "broker_transport_options": transport,
         "broker_connection_retry_on_startup": True,

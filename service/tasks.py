@@ -20,8 +20,9 @@ from typing import Any
 
 from celery import Task, bootsteps, shared_task
 from flask import Flask, current_app
+from sqlalchemy import func, select, text
 
-from assignments.spec import AssignmentError, list_assignments
+from assignments.spec import AssignmentError, list_assignments, load_spec
 from grader.learning import REFERENCE_TRAININGS
 from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline, use_one_thread
@@ -38,6 +39,7 @@ from service.core.queue import (
     SYNC_COURSE_TASK,
     enqueue,
 )
+from service.core.queue import celery as shared_celery
 from service.grading import outbox
 from service.grading.events import Announcer, announcer
 from service.grading.exactly_once import (
@@ -49,7 +51,9 @@ from service.grading.exactly_once import (
     SubmissionGrading,
     reap,
     submission_grading,
+    worker_identity,
 )
+from service.grading.host_health import HostProbe, serve_health
 from service.grading.outbox import Courier
 from service.grading.status_watch import status_publisher
 from service.lti.passback import GradePassback, PassbackSettings, ScoreCourier
@@ -59,6 +63,7 @@ from service.lti.services import (
     contexts_to_sync,
     sync_context,
 )
+from service.models import Submission, SubmissionStatus
 from service.submissions.similarity import run_report
 from service.webhooks.delivery import WebhookChannel, WebhookCourier, WebhookPolicy
 
@@ -298,3 +303,64 @@ def resend_on_connect(app: Flask) -> type[bootsteps.StartStopStep]:
                     database().sessions.remove()
 
     return ResendQueued
+
+
+def host_health(app: Flask) -> Callable[..., None]:
+    """At worker start (``worker_ready``, in the main process once the pool runs): the host's
+    health and metrics server, when ``WORKER_HEALTH_PORT`` is set."""
+
+    def start(sender: Any = None, **_: Any) -> None:
+        port = int(app.config["WORKER_HEALTH_PORT"])
+        if not port:
+            return
+        host = worker_identity().rpartition(":")[0]
+        processes = int(getattr(getattr(sender, "pool", None), "limit", 0) or 0)
+        serve_health(HostProbe(host=host, processes=processes, packages=_held_packages(),
+                               database_up=lambda: _database_up(app),
+                               broker_up=lambda: _broker_up(app),
+                               running_here=lambda: _running_here(app, host)),
+                     address=str(app.config["WORKER_HEALTH_ADDRESS"]), port=port)
+
+    return start
+
+
+def _held_packages() -> dict[str, str]:
+    held = {}
+    for slug in list_assignments():
+        try:
+            held[slug] = load_spec(slug).version
+        except AssignmentError as exc:
+            log.warning("package %s cannot be read: %s", slug, exc)
+    return held
+
+
+def _database_up(app: Flask) -> bool:
+    with app.app_context():
+        try:
+            session().execute(text("SELECT 1"))
+            return True
+        except Exception:
+            return False
+        finally:
+            database().sessions.remove()
+
+
+def _broker_up(app: Flask) -> bool:
+    try:
+        with shared_celery.of(app).connection_for_read() as connection:
+            connection.ensure_connection(max_retries=1, timeout=3)
+        return True
+    except Exception:
+        return False
+
+
+def _running_here(app: Flask, host: str) -> int:
+    with app.app_context():
+        try:
+            return int(session().scalar(select(func.count()).where(
+                Submission.status == SubmissionStatus.RUNNING,
+                Submission.claimed_by.like(f"{host}:%"))) or 0)
+        except Exception:
+            return 0
+        finally:
+            database().sessions.remove()

@@ -52,3 +52,28 @@ def enqueue(submission_id: int) -> None:
     except Exception as exc:
         log.warning("could not enqueue submission %s (%s); the reaper will", submission_id,
                     type(exc).__name__)
+
+
+def queue_depth(timeout: float = 3.0) -> int | None:
+    """Messages ready in the service's queue, as the broker counts them; 0 when the queue does
+    not exist yet, None when the broker does not answer within ``timeout`` seconds."""
+    from kombu.exceptions import ChannelError
+
+    name = current_app.config["QUEUE"]
+    try:
+        with celery().connection_for_read() as connection:
+            connection.ensure_connection(max_retries=1, timeout=timeout)
+            channel = connection.channel()
+            try:
+                return int(channel.queue_declare(queue=name, passive=True).message_count)
+            except ChannelError:  # never declared (no worker consumed it yet), or gone
+                return 0
+            finally:
+                try:
+                    channel.close()
+                except Exception:  # a channel closed by the broker's refusal
+                    log.debug("closing the depth channel failed", exc_info=True)
+    except Exception as exc:
+        log.warning("the broker did not tell the queue's depth (%s: %s)",
+                    type(exc).__name__, exc)
+        return None

@@ -33,6 +33,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from assignments import Assignment
+from assignments.spec import AssignmentError
 from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable
@@ -40,7 +41,7 @@ from service.core.db import rows_changed
 from service.core.edge import replace_unstorable
 from service.core.extensions import Shared
 from service.grading.events import SILENT, Announcer, Event
-from service.grading.waiting import WAITING_MESSAGE
+from service.grading.waiting import VERSION_WAITING_MESSAGE, WAITING_MESSAGE
 from service.models import Result, Submission, SubmissionStatus, utcnow
 from service.submissions.gradebook import deadline_of, rule_of
 from service.submissions.lateness import final_score, late_days
@@ -56,6 +57,16 @@ WORKERS_LOST_MESSAGE = (
     "We could not grade this submission: its grading process stopped {lost} times before it "
     "finished. Your files are kept; your instructor can regrade it, or you may submit again "
     "(this one does not count against your submission limit).")
+
+
+class VersionNotHeld(Exception):
+    """This host's package of an assignment is neither the version a submission was made
+    against nor the course's current version: grading it here would use the wrong version."""
+
+    def __init__(self, slug: str, wanted: frozenset[str], held: str | None) -> None:
+        super().__init__(f"{slug}: this host holds version {held or 'none'}, the submission "
+                         f"needs {' or '.join(sorted(wanted))}")
+        self.slug, self.wanted, self.held = slug, wanted, held
 
 
 class GradingInterrupted(Exception):
@@ -213,12 +224,14 @@ def _after_late_policy(session: Session, submission: Submission, score: float,
                        rule=rule_of(assignment))
 
 
-def release(session: Session, claim_: Claim, *, interrupted: bool) -> int:
+def release(session: Session, claim_: Claim, *, interrupted: bool,
+            message: str = WAITING_MESSAGE) -> int:
     """Hand the submission back to the queue to be retried; returns how many times it was
-    interrupted so far. ``interrupted``: our infrastructure failed (the student then reads that
-    it waits for a grading machine); otherwise grading failed on it and an attempt is used."""
+    interrupted so far. ``interrupted``: our infrastructure failed (the student then reads
+    ``message``, that it waits for a grading machine); otherwise grading failed on it and an
+    attempt is used."""
     values: dict[str, Any] = {"interruptions": Submission.interruptions + 1,
-                              "message": WAITING_MESSAGE} if interrupted else {}
+                              "message": message} if interrupted else {}
     rows_changed(session, update(Submission)
         .where(Submission.id == claim_.submission_id, Submission.attempt_token == claim_.token)
         .values(status=SubmissionStatus.QUEUED, attempt_token=None, claimed_by=None,
@@ -261,10 +274,14 @@ class Outcome(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Interrupted:
-    """No sandbox could grade it: released for a retry with backoff that uses no attempt."""
+    """No sandbox could grade it here: released for a retry with backoff that uses no
+    attempt."""
 
     count: int
     """How many interruptions the submission has had, this one included (the backoff's n)."""
+    reason: str = "sandbox"
+    """What was missing: ``sandbox`` (no engine) or ``version`` (this host does not hold the
+    assignment's version)."""
 
     def __str__(self) -> str:
         return f"interrupted ({self.count})"
@@ -315,10 +332,21 @@ class SubmissionGrading:
         assert submission is not None
         files = {f.name: f.content for f in submission.files}
         try:
-            package = self._package(submission.assignment.slug, submission.assignment_version)
+            package = self._package(submission.assignment.slug,
+                                    frozenset({submission.assignment_version,
+                                               submission.assignment.version}))
             pipeline = self._ready_pipeline()
             document = pipeline.grade(package, files, seed=submission.seed,
                                       label=f"submission-{submission_id}")
+        except VersionNotHeld as exc:
+            # Another host may hold it (a rolling deploy): handed back, like a missing sandbox,
+            # for as long as it takes. The log line is the operator's: no host holding the
+            # version means a package to deploy, never a student's failure.
+            log.error("submission %s not graded here: %s; released for a host that holds it",
+                      submission_id, exc)
+            session.rollback()
+            return Interrupted(release(session, claim_, interrupted=True,
+                                       message=VERSION_WAITING_MESSAGE), reason="version")
         except SandboxUnavailable as exc:
             log.warning("submission %s: sandbox unavailable (%s); retrying later",
                         submission_id, exc)
@@ -355,14 +383,20 @@ class SubmissionGrading:
     def pipeline(self) -> GradingPipeline:
         return self._ready_pipeline()
 
-    def _package(self, slug: str, version: str) -> Assignment:
-        """The package, loaded again only when the submission was made against another version
-        (loading hashes the package and draws a plan: too slow for every task)."""
+    def _package(self, slug: str, versions: frozenset[str]) -> Assignment:
+        """This host's package of ``slug`` if its version is one of ``versions``; VersionNotHeld
+        otherwise. Loaded again only when the cached one is not (loading hashes the package and
+        draws a plan: too slow for every task; the package on disk may have been replaced)."""
         cached = self._packages.get(slug)
-        if cached is not None and cached.version == version:
+        if cached is not None and cached.version in versions:
             return cached
-        package = load_assignment(slug)
+        try:
+            package = load_assignment(slug)
+        except AssignmentError:
+            raise VersionNotHeld(slug, versions, None) from None
         self._packages[slug] = package
+        if package.version not in versions:
+            raise VersionNotHeld(slug, versions, package.version)
         return package
 
     def close(self) -> None:

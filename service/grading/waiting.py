@@ -15,6 +15,10 @@ WAITING_MESSAGE = (
     "Waiting for a grading machine: the grading sandbox is unavailable right now (not because "
     "of your code). Nothing to do: it will be graded by itself as soon as the sandbox is back, "
     "and this wait uses none of your attempts.")
+VERSION_WAITING_MESSAGE = (
+    "Waiting for a grading machine that holds the version of this assignment you submitted "
+    "against (not because of your code). Nothing to do: it will be graded by itself, with that "
+    "version, and this wait uses none of your attempts.")
 
 
 @dataclass(frozen=True)

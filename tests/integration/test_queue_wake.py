@@ -197,6 +197,14 @@ def test_celery_is_given_this_transport_for_the_embedded_queue_only(tmp_path: Pa
     assert embedded["broker_url"].startswith("sqlawake+sqlite:///")
     redis = celery_settings({**load_config(), "BROKER_URL": "redis://127.0.0.1:6379/3"})
     assert redis["broker_url"] == "redis://127.0.0.1:6379/3"
+    assert "task_default_queue_type" not in redis
+
+
+def test_rabbitmq_gets_quorum_queues_confirms_and_heartbeats() -> None:
+    rabbit = celery_settings({**load_config(), "BROKER_URL": "amqp://guest:guest@mq:5672//"})
+    assert rabbit["task_default_queue_type"] == "quorum"
+    assert rabbit["broker_transport_options"] == {"confirm_publish": True}
+    assert rabbit["broker_heartbeat"] == 10 and rabbit["task_acks_late"] is True
 
 
 @given(st.text(alphabet=st.characters(blacklist_characters="\0/?#", min_codepoint=33),

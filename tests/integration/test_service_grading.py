@@ -6,19 +6,23 @@ from __future__ import annotations
 import csv
 import io
 import os
+import shutil
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy.exc
 from flask import Flask
 from sqlalchemy import func, select
 
+from assignments.spec import ASSIGNMENTS_DIR_VARIABLE, ASSIGNMENTS_ROOT
 from devkit.corpora import corpus
 from devkit.courses import Factory
 from grader.pipeline import GradingPipeline
 from sandbox import SandboxUnavailable, create_backend
 from service.core import db
 from service.courses.accounts import create_user
+from service.courses.enrolment import sync_assignments
 from service.grading.exactly_once import (
     GradingInterrupted,
     GradingPolicy,
@@ -185,6 +189,65 @@ def test_no_sandbox_waits_without_using_attempts(pg_app: Flask, pg_factory: Fact
     graded = db.session().get(Submission, submission.id)
     assert graded is not None and graded.status is SubmissionStatus.GRADED
     assert graded.message is None and _results(submission.id) == 1
+
+
+def test_a_host_grades_only_the_version_submitted_against_or_the_current_one(
+        pg_app: Flask, pg_factory: Factory, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host whose package is another version than the submission's (a host not yet deployed,
+    or one ahead of the course) hands it back, as an interruption that uses no attempt, with a
+    message that says why; the host holding the submission's version grades it with that
+    version. Once the course syncs a new version, the old version's queued submissions may be
+    graded with the new one, as a regrade would."""
+    slug = "attention-hosts"
+    package = tmp_path / slug
+    shutil.copytree(ASSIGNMENTS_ROOT / "attention", package)
+    shutil.copytree(ASSIGNMENTS_ROOT / "catalogues", tmp_path / "catalogues")
+    monkeypatch.setenv(ASSIGNMENTS_DIR_VARIABLE, str(tmp_path))
+    spec = package / "assignment.toml"
+    first_spec = spec.read_text()
+    course = pg_factory.course(slugs=(slug,))
+    user = pg_factory.user(course=course)
+    submission = submit(db.session(), user=user, assignment=pg_factory.assignment(course, slug),
+                        files=dict([SYNTAX]), limit=RateLimit(100, 60))
+    db.session().commit()
+    submitted_version = submission.assignment_version
+    spec.write_text(first_spec + "\n# the next term's edit: another version\n")
+    ahead = SubmissionGrading(pipeline=lambda: GradingPipeline(backend=create_backend("local")),
+                              policy=POLICY)
+    assert ahead.grade_and_store(db.session(), submission.id) == Interrupted(1, "version")
+    db.session().expire_all()
+    waiting = db.session().get(Submission, submission.id)
+    assert waiting is not None and waiting.status is SubmissionStatus.QUEUED
+    body = submission_json(db.session(), waiting, waiting.user)
+    assert "holds the version" in body["message"] and body["waiting_for_sandbox"] is True
+    assert attempts_left(waiting) == POLICY.max_attempts and _results(submission.id) == 0
+
+    spec.write_text(first_spec)  # the host that holds the submitted version
+    assert ahead.grade_and_store(db.session(), submission.id) is Outcome.GRADED
+    db.session().expire_all()
+    graded = db.session().get(Submission, submission.id)
+    assert graded is not None and graded.result is not None
+    assert graded.result.document["autograde"]["assignment_version"] == submitted_version
+
+    later = submit(db.session(), user=user, assignment=pg_factory.assignment(course, slug),
+                   files=dict([SYNTAX]), limit=RateLimit(100, 60))
+    db.session().commit()
+    spec.write_text(first_spec + "\n# the next term's edit: another version\n")
+    sync_assignments(db.session(), course, [slug])  # the course moves on: the new one is current
+    db.session().commit()
+    deployed = SubmissionGrading(  # a host started after the deploy: it holds the new one only
+        pipeline=lambda: GradingPipeline(backend=create_backend("local")), policy=POLICY)
+    assert deployed.grade_and_store(db.session(), later.id) is Outcome.GRADED
+    db.session().expire_all()
+    regraded = db.session().get(Submission, later.id)
+    assert regraded is not None and regraded.result is not None
+    assert regraded.result.document["autograde"]["assignment_version"] == \
+        pg_factory.assignment(course, slug).version != submitted_version
+
+
+def attempts_left(submission: Submission) -> int:
+    return POLICY.max_attempts - (submission.attempts - submission.interruptions)
 
 
 def test_a_backend_that_fails_to_start_is_the_sandbox_unavailable(

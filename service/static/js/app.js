@@ -37,7 +37,7 @@
       }
       if (!body.done) {
         hint.textContent = body.waiting_for_sandbox
-          ? "waiting for a grading machine (the sandbox is unavailable; it will be graded by itself, using none of your attempts)…"
+          ? body.message || "waiting for a grading machine (it will be graded by itself, using none of your attempts)…"
           : body.status === "queued" ? "waiting for a grader…" : "being graded…";
         setTimeout(tick, unchanged && Date.now() - asked < 1000 ? 1000 : 0);
         return;
