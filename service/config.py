@@ -44,21 +44,23 @@ DEFAULTS: dict[str, Any] = {
     # Grading runs. The task's limits sit well above the sandbox's wall-clock deadline (three
     # times the run's 20 CPU-s: 60 s) and a cold start on a loaded machine, so a submission
     # that sleeps to its deadline gets its time-limit grade, never a failed task; the broker's
-    # visibility timeout and the claim's lease above the task's hard limit, so a running task
-    # is never redelivered or taken over.
+    # visibility timeout above the task's hard limit, so a running task is never redelivered.
+    # The claim's lease is renewed every third of it while its grading runs: a running task
+    # keeps its claim, and a dead or cut-off host's claim is taken over one lease (and at most
+    # one reaper interval) after it stopped.
     "TASK_SOFT_TIME_LIMIT": 150,
     "TASK_TIME_LIMIT": 180,
     "VISIBILITY_TIMEOUT": 600,
     # RabbitMQ only: seconds between heartbeats (a silent link is given up after about two).
     "BROKER_HEARTBEAT_SECONDS": 10,
-    "LEASE_SECONDS": 210,
+    "LEASE_SECONDS": 30,
     "QUEUED_STALE_SECONDS": 900,
     # Gradings that failed on the submission itself before it is `failed` with a message.
     # Infrastructure interruptions (no sandbox, lost connections) never count; lost workers
     # are bounded apart (a submission that kills its grading process each time); 0: no bound.
     "MAX_ATTEMPTS": 3,
     "MAX_WORKER_LOSSES": 10,
-    "REAPER_INTERVAL_SECONDS": 60,
+    "REAPER_INTERVAL_SECONDS": 15,
     # Webhook and LMS deliveries: how often the periodic task sends what is due.
     "DELIVERY_SWEEP_SECONDS": 30,
     # A delivery whose task was sent this long ago and has not run is taken as lost: sent again.

@@ -2,8 +2,10 @@
 
 A task may be delivered twice (a worker killed mid-run, a broker redelivery, the reaper): every
 copy tries to claim the submission, only one claim is in force at a time, and only the holder of
-that claim may store the result. A claim whose holder died is taken over when its lease expires,
-or at once when the holder was a process of this host that no longer exists.
+that claim may store the result. The holder renews its claim's lease while it grades
+(``LeaseKeeper``); a claim whose holder died, or lost its link to the database, is taken over
+when its lease expires, or at once when the holder was a process of this host that no longer
+exists.
 
 Attempts count only what the submission did: a grading that failed on it (an error while grading
 its outputs, the task's soft time limit) uses one of ``MAX_ATTEMPTS``. Our infrastructure
@@ -21,6 +23,7 @@ import logging
 import os
 import secrets
 import socket
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -30,6 +33,7 @@ import kombu.exceptions
 import redis.exceptions
 import sqlalchemy.exc
 from sqlalchemy import select, update
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import Session
 
 from assignments import Assignment
@@ -95,6 +99,56 @@ class GradingPolicy:
     def from_config(cls, config: dict[str, Any]) -> GradingPolicy:
         return cls(int(config["LEASE_SECONDS"]), int(config["MAX_ATTEMPTS"]),
                    int(config["MAX_WORKER_LOSSES"]))
+
+
+class LeaseKeeper:
+    """Renews a claim's lease, from a thread of its own, while the claim's grading runs.
+
+    Every third of the lease the lease is set to a whole lease from now, on a connection of its
+    own, for as long as the claim is still in force: a grading longer than the lease keeps its
+    claim, and a host that dies or is cut off mid-grading stops renewing, so its claim is
+    taken over one lease later. A renewal that fails (the database unreachable) is tried again
+    at the next turn; a claim found taken over ends the renewals (its result will be dropped).
+    """
+
+    def __init__(self, bind: Engine | Connection, claim_: Claim, lease_seconds: int) -> None:
+        self._bind = bind
+        self._claim = claim_
+        self._lease = timedelta(seconds=lease_seconds)
+        self._interval = max(0.5, lease_seconds / 3)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"lease-{claim_.submission_id}")
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def renew(self) -> bool:
+        """Extend the lease once; False when the claim is no longer in force."""
+        with Session(self._bind) as session:
+            changed = rows_changed(session, update(Submission)
+                .where(Submission.id == self._claim.submission_id,
+                       Submission.attempt_token == self._claim.token,
+                       Submission.status == SubmissionStatus.RUNNING)
+                .values(lease_expires_at=utcnow() + self._lease))
+            session.commit()
+        return changed == 1
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                if not self.renew():
+                    log.info("submission %s: claim %s taken over; lease no longer renewed",
+                             self._claim.submission_id, self._claim.token)
+                    return
+            except sqlalchemy.exc.SQLAlchemyError as exc:
+                log.warning("submission %s: lease not renewed (%s); trying again",
+                            self._claim.submission_id, exc)
 
 
 def worker_identity() -> str:
@@ -336,8 +390,9 @@ class SubmissionGrading:
                                     frozenset({submission.assignment_version,
                                                submission.assignment.version}))
             pipeline = self._ready_pipeline()
-            document = pipeline.grade(package, files, seed=submission.seed,
-                                      label=f"submission-{submission_id}")
+            with LeaseKeeper(session.get_bind(), claim_, self.policy.lease_seconds):
+                document = pipeline.grade(package, files, seed=submission.seed,
+                                          label=f"submission-{submission_id}")
         except VersionNotHeld as exc:
             # Another host may hold it (a rolling deploy): handed back, like a missing sandbox,
             # for as long as it takes. The log line is the operator's: no host holding the

@@ -7,6 +7,8 @@ import csv
 import io
 import os
 import shutil
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from service.grading.exactly_once import (
     GradingInterrupted,
     GradingPolicy,
     Interrupted,
+    LeaseKeeper,
     Outcome,
     SubmissionGrading,
     claim,
@@ -99,6 +102,66 @@ def test_a_claim_of_a_dead_local_process_is_taken_at_once(pg_app: Flask,
         claimed_by=f"{os.uname().nodename}:{dead}"))
     db.session().commit()
     assert claim(db.session(), submission.id, POLICY) is not None
+
+
+def test_a_renewed_lease_keeps_its_claim_until_it_is_taken_over(pg_app: Flask,
+                                                                  pg_factory: Factory) -> None:
+    submission = _submit(pg_factory)
+    first = claim(db.session(), submission.id, POLICY)
+    assert first is not None
+    db.session().execute(Submission.__table__.update().values(
+        lease_expires_at=utcnow() - timedelta(seconds=1)))
+    db.session().commit()
+    keeper = LeaseKeeper(db.session().get_bind(), first, lease_seconds=60)
+    assert keeper.renew() is True
+    db.session().expire_all()
+    renewed = db.session().get(Submission, submission.id)
+    assert renewed is not None and renewed.lease_expires_at is not None
+    assert renewed.lease_expires_at > utcnow() + timedelta(seconds=50)
+    assert claim(db.session(), submission.id, POLICY) is None  # renewed: not taken over
+    db.session().execute(Submission.__table__.update().values(
+        lease_expires_at=utcnow() - timedelta(seconds=1)))
+    db.session().commit()
+    assert claim(db.session(), submission.id, POLICY) is not None  # lapsed: taken over
+    assert keeper.renew() is False  # the first holder's renewals end there
+
+
+SLEEPS_AT_IMPORT = (b"import time\ntime.sleep(8)\n"
+                    + corpus("attention", "correct_matmul.py")[1])
+
+
+def test_a_grading_longer_than_its_lease_keeps_its_claim(pg_app: Flask,
+                                                         pg_factory: Factory) -> None:
+    """The worker renews its claim's lease while it grades: another delivery of the same
+    submission, well after the first lease would have run out, finds the claim alive."""
+    policy = GradingPolicy(lease_seconds=3, max_attempts=3)
+    submission = _submit(pg_factory, {"attention.py": SLEEPS_AT_IMPORT})
+    grading = SubmissionGrading(
+        pipeline=lambda: GradingPipeline(backend=create_backend("local", warm=False)),
+        policy=policy)
+    app = pg_app
+    outcomes: list[object] = []
+
+    def grade() -> None:
+        with app.app_context():
+            outcomes.append(grading.grade_and_store(db.session(), submission.id))
+
+    worker = threading.Thread(target=grade)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while db.session().scalar(select(Submission.status).where(
+            Submission.id == submission.id).execution_options(populate_existing=True)) \
+            is not SubmissionStatus.RUNNING:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(6)  # two leases: without renewals the claim would be abandoned by now
+    db.session().rollback()
+    assert claim(db.session(), submission.id, policy) is None
+    worker.join(120)
+    assert outcomes == [Outcome.GRADED]
+    db.session().expire_all()
+    graded = db.session().get(Submission, submission.id)
+    assert graded is not None and (graded.attempts, graded.interruptions) == (1, 0)
 
 
 def test_lost_workers_are_interruptions_bounded_apart(pg_app: Flask,
