@@ -49,7 +49,15 @@ def told(diagnosis: Mapping[str, Any], tier: str | None) -> dict[str, Any] | Non
     view = views[tier]
     if not isinstance(view, Mapping):
         return None
-    return {**diagnosis, "message": view.get("message", ""), "tests": list(view.get("tests", []))}
+    as_told = {**diagnosis, "message": view.get("message", ""),
+               "tests": list(view.get("tests", []))}
+    picture = diagnosis.get("attention_map")
+    # A map is evidence of the checks it belongs to: drawn only where one of them is told.
+    drawn = picture.get("tests", []) if isinstance(picture, Mapping) else []
+    if picture is not None and not (isinstance(drawn, list)
+                                    and set(drawn) & set(as_told["tests"])):
+        del as_told["attention_map"]
+    return as_told
 
 
 def shown_now(document: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -74,10 +82,10 @@ def _diagnoses_of(document: Mapping[str, Any], test: Mapping[str, Any],
     return found
 
 
-def _diagnosis_markdown(diagnosis: Mapping[str, Any]) -> str:
+def _diagnosis_markdown(diagnosis: Mapping[str, Any], *, drawn: bool) -> str:
     parts = [f"**[{diagnosis['code']}] {diagnosis.get('title', '')}**".rstrip(),
              str(diagnosis["message"]), f"*Hint:* {diagnosis['hint']}"]
-    grid = attention_map_lines(diagnosis.get("attention_map"), "")
+    grid = attention_map_lines(diagnosis.get("attention_map"), "") if drawn else []
     if grid:
         parts.append("```\n" + "\n".join(grid) + "\n```")
     return "\n\n".join(part for part in parts if part)
@@ -100,8 +108,10 @@ def gradescope_results(document: Mapping[str, Any]) -> dict[str, Any]:
     for test in document["tests"]:
         visibility = GRADESCOPE_VISIBILITY.get(test["visibility"], "after_published")
         diagnoses = _diagnoses_of(document, test, _tier(test["visibility"]))
+        # A diagnosis's attention map is drawn once, on the first check it cites.
         output = "\n\n".join([*([str(test["output"])] if test["output"] else []),
-                              *(_diagnosis_markdown(d) for d in diagnoses)])
+                              *(_diagnosis_markdown(d, drawn=d["tests"][0] == test["number"])
+                                for d in diagnoses)])
         tests.append({
             "name": test["name"],
             "number": test["number"],

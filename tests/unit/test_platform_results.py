@@ -27,6 +27,7 @@ from grader.platforms import (
     prairielearn_failure,
     prairielearn_results,
     size_of,
+    told,
 )
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
@@ -178,3 +179,20 @@ def test_results_too_large_are_cut_visibly_to_the_limit(outputs: list[str], imag
     if fitted != results:
         assert "PrairieLearn keeps at most 1 MB" in json.dumps(fitted) or (
             "images were left out" in fitted["message"])
+
+
+def test_an_attention_map_is_drawn_once_and_only_beside_its_released_checks(
+        attention: Assignment) -> None:
+    document = _document(attention, {"mask-inverted"})
+    [diagnosis] = document["diagnoses"]
+    assert diagnosis.get("attention_map")
+    outputs = [t["output"] for t in gradescope_results(document)["tests"]]
+    assert sum("Attention weights on" in output for output in outputs) == 1
+    assert len(prairielearn_results(document)["images"]) == 2  # yours, expected
+
+    held = {**diagnosis, "attention_map": {**diagnosis["attention_map"], "tests": ["1.9"]},
+            "views": {"visible": {"message": "told now", "tests": diagnosis["tests"][:1]}}}
+    assert "attention_map" not in (told(held, "visible") or {})
+    assert "attention_map" in (told(held, None) or {})
+    later = {**document, "diagnoses": [held]}
+    assert prairielearn_results(later)["images"] == []

@@ -1,0 +1,199 @@
+"""The exported graders run as each platform runs them: a stand-in harness builds an image from
+the export offline (the sandbox image as its base, no network), lays out a job exactly where
+Gradescope or PrairieLearn puts it, runs the platform's entry point with networking off and
+reads the results file. The corpus gets the scores and codes its manifest gives, every results
+file is valid against the platform's schema, and the student's code cannot read the hidden parts
+or the platform's private files."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import tomllib
+import zipfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import docker
+import jsonschema
+import pytest
+
+from devkit.paths import CORPUS
+from grader.exports import export_gradescope, export_prairielearn
+from sandbox.docker_backend import DockerSettings
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+SLUG = "attention"
+MANIFEST = tomllib.loads((CORPUS / SLUG / "manifest.toml").read_text())["files"]
+CORPUS_FILES = ["correct_matmul.py", "softmax_dim_minus2.py", "mask_inverted_masked_fill.py"]
+PRIVATE = {
+    "gradescope": ["/autograder/source/lab/attention/hidden/reference.py",
+                   "/autograder/source/lab/attention/assignment.toml",
+                   "/autograder/submission_metadata.json"],
+    "prairielearn": ["/opt/autograde/lab/attention/hidden/reference.py",
+                     "/opt/autograde/lab/attention/assignment.toml",
+                     "/grade/data/data.json", "/grade/tests/expected.txt",
+                     "/grade/serverFilesCourse/solutions.py"],
+}
+SPY = '''
+for path in {paths!r}:
+    try:
+        with open(path, "rb") as handle:
+            handle.read(1)
+        print("READ", path)
+    except PermissionError:
+        print("DENIED", path)
+    except OSError as exc:
+        print("OTHER", path, type(exc).__name__)
+'''
+HARNESS_GRADESCOPE = """\
+ARG BASE_IMAGE
+FROM ${BASE_IMAGE}
+USER root
+COPY source/ /autograder/source/
+RUN mkdir -p /autograder/submission /autograder/results \\
+    && cp /autograder/source/run_autograder /autograder/run_autograder \\
+    && cd /autograder/source && bash ./setup.sh
+WORKDIR /autograder
+"""
+
+
+def _build(client: docker.DockerClient, context: Path, tag: str) -> str:
+    client.images.build(path=str(context), tag=tag, network_mode="none", rm=True,
+                        buildargs={"BASE_IMAGE": DockerSettings().image})
+    return tag
+
+
+def _unzip_as_gradescope(archive: Path, into: Path) -> None:
+    """Extract the zip keeping its modes, as Gradescope's unzip does."""
+    with zipfile.ZipFile(archive) as zipped:
+        for info in zipped.infolist():
+            target = into / info.filename
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(zipped.read(info))
+            target.chmod((info.external_attr >> 16) & 0o777)
+
+
+@pytest.fixture(scope="module")
+def images(docker_client: docker.DockerClient,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """The two exports of the lab, each built into an image as its platform builds it."""
+    root = tmp_path_factory.mktemp("exports")
+    archive = export_gradescope(SLUG, root / "autograder.zip")
+    assert export_gradescope(SLUG, root / "again.zip").read_bytes() == archive.read_bytes()
+    context = root / "gradescope"
+    _unzip_as_gradescope(archive, context / "source")
+    (context / "Dockerfile").write_text(HARNESS_GRADESCOPE)
+    built = {"gradescope": _build(docker_client, context, "autograde-export-test-gradescope"),
+             "prairielearn": _build(docker_client, export_prairielearn(SLUG, root / "pl"),
+                                    "autograde-export-test-prairielearn")}
+    yield built
+    for tag in built.values():
+        docker_client.images.remove(tag, force=True)
+
+
+def _tar(files: Mapping[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o644
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _job(platform: str, code: bytes) -> tuple[list[str], dict[str, bytes], str]:
+    """The entry point, the files the platform lays out, and where the results are."""
+    if platform == "gradescope":
+        metadata = {"id": 1, "created_at": "2026-12-01T10:00:00Z",
+                    "assignment": {"due_date": "2026-12-08T23:00:00Z", "title": SLUG},
+                    "users": [{"email": "student@example.com", "id": 7, "name": "Student"}],
+                    "previous_submissions": []}
+        return (["/autograder/run_autograder"],
+                {"autograder/submission/attention.py": code,
+                 "autograder/submission_metadata.json": json.dumps(metadata).encode()},
+                "/autograder/results/results.json")
+    return (["/opt/autograde/run_prairielearn"],
+            {"grade/student/attention.py": code,
+             "grade/data/data.json": json.dumps({"params": {}, "correct_answers": {},
+                                                 "submitted_answers": {}}).encode(),
+             "grade/tests/expected.txt": b"secret\n",
+             "grade/serverFilesCourse/solutions.py": b"SOLUTION = 1\n",
+             "grade/results/.keep": b""},
+            "/grade/results/results.json")
+
+
+def _run(client: docker.DockerClient, image: str, platform: str,
+         code: bytes) -> tuple[dict[str, Any], str]:
+    command, files, results = _job(platform, code)
+    container = client.containers.create(image, command=command, network_disabled=True)
+    try:
+        container.put_archive("/", _tar(files))
+        container.start()
+        status = container.wait(timeout=600)
+        logs = container.logs().decode(errors="replace")
+        assert status["StatusCode"] == 0, logs
+        stream, _ = container.get_archive(results)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
+            member = archive.extractfile(archive.getmembers()[0])
+            assert member is not None
+            return json.loads(member.read()), logs
+    finally:
+        container.remove(force=True)
+
+
+def _valid(platform: str, results: dict[str, Any]) -> None:
+    schema = json.loads((SCHEMAS / f"{platform}-results.schema.json").read_text())
+    jsonschema.validate(results, schema)
+    if platform == "prairielearn":
+        assert len(json.dumps(results).encode()) <= 1_000_000
+
+
+@pytest.mark.parametrize("platform", ["gradescope", "prairielearn"])
+def test_the_corpus_gets_its_scores_and_codes_through_the_export(
+        docker_client: docker.DockerClient, images: dict[str, str], platform: str) -> None:
+    for name in CORPUS_FILES:
+        expected = MANIFEST[name]
+        results, logs = _run(docker_client, images[platform], platform,
+                             (CORPUS / SLUG / name).read_bytes())
+        _valid(platform, results)
+        log = json.loads(logs.strip().splitlines()[-1])
+        assert log["autograde"]["isolation"].startswith("a child process as user 65534")
+        assert sorted(log["codes"]) == sorted(expected["codes"]), name
+        if platform == "gradescope":
+            assert results["score"] == expected["score"], name
+            assert {tag for t in results["tests"] for tag in t["tags"]} == set(expected["codes"])
+        else:
+            assert results["gradable"] is True
+            assert sum(t["points"] for t in results["tests"]) == pytest.approx(expected["score"])
+            assert results["score"] == pytest.approx(expected["score"] / 11)
+
+
+@pytest.mark.parametrize("platform", ["gradescope", "prairielearn"])
+def test_student_code_reads_neither_hidden_parts_nor_platform_files(
+        docker_client: docker.DockerClient, images: dict[str, str], platform: str) -> None:
+    code = (CORPUS / SLUG / "correct_matmul.py").read_bytes() + \
+        SPY.format(paths=PRIVATE[platform]).encode()
+    results, _ = _run(docker_client, images[platform], platform, code)
+    _valid(platform, results)
+    shown = results["output"]
+    assert "READ" not in shown
+    for path in PRIVATE[platform]:
+        assert f"DENIED {path}" in shown
+    assert (results["score"] == 11) if platform == "gradescope" else (results["score"] == 1.0)
+
+
+@pytest.mark.parametrize("platform", ["gradescope", "prairielearn"])
+def test_a_bad_submission_gets_a_clear_valid_result(
+        docker_client: docker.DockerClient, images: dict[str, str], platform: str) -> None:
+    results, _ = _run(docker_client, images[platform], platform, b"def attention(q, k, v\n")
+    _valid(platform, results)
+    assert results["score"] == 0
+    text = json.dumps(results)
+    assert "syntax-error" in text and "line 1" in text
+    if platform == "prairielearn":
+        assert results["gradable"] is True
