@@ -64,7 +64,7 @@ def register(commands: Commands) -> None:
                                     "Gradescope autograder zip, or a PrairieLearn external "
                                     "grader (an image build context and its info.json "
                                     "fragment). Hidden parts go into the grader only "
-                                    "(docs/instructors/platforms.md).")
+                                    "(docs/students/platforms.md).")
     export.add_argument("slug", metavar="SLUG", help="the assignment")
     export.add_argument("--format", required=True, choices=["gradescope", "prairielearn"],
                         help="the platform")

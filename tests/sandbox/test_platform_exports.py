@@ -49,6 +49,12 @@ for path in {paths!r}:
         print("DENIED", path)
     except OSError as exc:
         print("OTHER", path, type(exc).__name__)
+import socket
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+    print("NETWORK OPEN")
+except OSError:
+    print("NETWORK REFUSED")
 '''
 HARNESS_GRADESCOPE = """\
 ARG BASE_IMAGE
@@ -184,6 +190,7 @@ def test_student_code_reads_neither_hidden_parts_nor_platform_files(
     assert "READ" not in shown
     for path in PRIVATE[platform]:
         assert f"DENIED {path}" in shown
+    assert "NETWORK REFUSED" in shown  # the runner's seccomp filter, whatever the platform's
     assert (results["score"] == 11) if platform == "gradescope" else (results["score"] == 1.0)
 
 
