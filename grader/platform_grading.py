@@ -81,7 +81,9 @@ def main(argv: Sequence[str], *, bundle: Path) -> int:
         results = grade(platform, root=args.root, lab=bundle / "lab", slug=settings["slug"])
     except Exception as exc:  # the grader's own failure: said to the student, not a grade
         traceback.print_exc()
-        results = platform.failure(f"{type(exc).__name__}: {exc}")
+        # Its words may name the hidden files: they stay in the log, for course staff.
+        results = platform.failure(f"The grader failed ({type(exc).__name__}); the grading "
+                                   "log has the details.")
     results_path.parent.mkdir(parents=True, exist_ok=True)
     results_path.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n",
                             encoding="utf-8")

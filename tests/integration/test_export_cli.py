@@ -11,6 +11,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from assignments.scaffold import scaffold
@@ -92,3 +93,40 @@ def test_a_bad_request_is_said_in_one_line(args: tuple[str, ...], said: str) -> 
     done = _cli(*args)
     assert done.returncode != 0 and said in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def _grade_in_stand_in(bundle: Path, root: Path, platform: str) -> dict[str, object]:
+    done = subprocess.run([sys.executable, "-I", str(bundle / "grade.py"), platform,
+                           "--root", str(root)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    results = root / ("autograder/results" if platform == "gradescope" else "grade/results")
+    loaded: dict[str, object] = json.loads((results / "results.json").read_text())
+    return loaded
+
+
+def test_a_failure_of_the_grader_itself_is_not_a_grade(tmp_path: Path) -> None:
+    folder = tmp_path / "pl"
+    assert _cli("attention", "--format", "prairielearn", "--out", str(folder)).returncode == 0
+    bundle = folder / "bundle"
+    (bundle / "lab" / "attention" / "hidden" / "reference.py").unlink()  # a broken image
+    student = tmp_path / "root" / "grade" / "student"
+    student.mkdir(parents=True)
+    (student / "attention.py").write_text("def attention(q, k, v, allowed):\n    return q, q\n")
+    results = _grade_in_stand_in(bundle, tmp_path / "root", "prairielearn")
+    schema = json.loads((REPO / "tests/schemas/prairielearn-results.schema.json").read_text())
+    jsonschema.validate(results, schema)
+    assert results["gradable"] is False
+    told = json.dumps(results)
+    assert "FileNotFoundError" in told and "reference" not in told
+
+
+def test_an_empty_submission_gets_a_clear_result(tmp_path: Path) -> None:
+    zipped = tmp_path / "autograder.zip"
+    assert _cli("attention", "--format", "gradescope", "--out", str(zipped)).returncode == 0
+    with zipfile.ZipFile(zipped) as archive:
+        archive.extractall(tmp_path / "source")
+    (tmp_path / "root" / "autograder" / "submission").mkdir(parents=True)
+    results = _grade_in_stand_in(tmp_path / "source", tmp_path / "root", "gradescope")
+    schema = json.loads((REPO / "tests/schemas/gradescope-results.schema.json").read_text())
+    jsonschema.validate(results, schema)
+    assert results["score"] == 0 and "No file was submitted" in str(results["output"])
