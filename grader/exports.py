@@ -61,6 +61,7 @@ fi
 echo "$PYTHON" > "$HERE/python"
 chmod -R go-rwx "$HERE/lab"
 chmod -R a+rX "$HERE/code"
+if [ -d "$HERE/venv" ]; then chmod -R a+rX "$HERE/venv"; fi
 """
 
 RUN_AUTOGRADER = """\

@@ -14,6 +14,7 @@ import argparse
 import importlib.util
 import json
 import os
+import stat
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -97,6 +98,7 @@ def grade(platform: Platform, *, root: Path, lab: Path, slug: str) -> dict[str, 
         for path in (lab, *(root / name for name in platform.private)):
             if path.exists():
                 os.chmod(path, 0o700 if path.is_dir() else 0o600)
+        _let_others_reach(lab.parent / "code")
     files = read_submission(root / platform.submission)
     if not files:
         return platform.failure("No file was submitted.")
@@ -117,6 +119,15 @@ def grade(platform: Platform, *, root: Path, lab: Path, slug: str) -> dict[str, 
     print(json.dumps({"autograde": document["autograde"],
                       "codes": sorted(d["code"] for d in document["diagnoses"])}))
     return platform.results_of(document)
+
+
+def _let_others_reach(code: Path) -> None:
+    """Let the unprivileged user pass through the folders above the grading code, which its
+    runner is started from (passing only: listing them stays as the platform left it)."""
+    for folder in code.resolve().parents:
+        mode = folder.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            os.chmod(folder, stat.S_IMODE(mode) | stat.S_IXOTH)
 
 
 def read_submission(folder: Path) -> dict[str, bytes]:

@@ -2,9 +2,8 @@
 the export offline (the sandbox image as its base, no network), lays out a job exactly where
 Gradescope or PrairieLearn puts it, runs the platform's entry point with networking off and
 reads the results file. The corpus of every lab gets the scores and codes its manifest gives
-through both exports, every results
-file is valid against the platform's schema, and the student's code cannot read the hidden parts
-or the platform's private files."""
+through both exports, every results file is valid against the platform's schema, and the
+student's code cannot read the hidden parts or the platform's private files."""
 
 from __future__ import annotations
 
@@ -65,9 +64,12 @@ USER root
 COPY source/ /autograder/source/
 RUN mkdir -p /autograder/submission /autograder/results \\
     && cp /autograder/source/run_autograder /autograder/run_autograder \\
-    && cd /autograder/source && bash ./setup.sh
+    && cd /autograder/source && bash ./setup.sh \
+    && chmod 700 /autograder
 WORKDIR /autograder
 """
+# /autograder closed to others, the strictest layout a platform may leave: the grader opens
+# only the way to its code to the student's user.
 
 
 def _build(client: docker.DockerClient, context: Path, tag: str) -> str:
