@@ -28,7 +28,8 @@ from sandbox.docker_backend import DockerSettings
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCHEMAS = REPO_ROOT / "tests" / "schemas"
 SLUG = "attention"
 CORPUS_FILES = ["correct_matmul.py", "softmax_dim_minus2.py", "mask_inverted_masked_fill.py"]
 PRIVATE = {
@@ -236,3 +237,13 @@ def test_a_bad_submission_gets_a_clear_valid_result(
     assert "syntax-error" in text and "line 1" in text
     if platform == "prairielearn":
         assert results["gradable"] is True
+
+
+def test_a_notebook_on_an_image_without_nbformat_is_refused_not_scored(
+        docker_client: docker.DockerClient, images: Images) -> None:
+    notebook = (REPO_ROOT / "assignments" / SLUG / "starter" / "attention.ipynb").read_bytes()
+    results, _ = _run(docker_client, images.get("prairielearn", SLUG), "prairielearn", notebook,
+                      entry="attention.ipynb")
+    _valid("prairielearn", results)
+    assert results["gradable"] is False
+    assert "submit the Python file instead" in results["format_errors"][0]
