@@ -16,6 +16,7 @@ from typing import Any
 
 from grader.pictures import heatmap_svg
 from grader.report import attention_map_lines
+from grader.training_curves import TrainingCurves, read_section
 
 GRADESCOPE_VISIBILITY = {
     "visible": "visible",
@@ -109,9 +110,12 @@ def gradescope_results(document: Mapping[str, Any]) -> dict[str, Any]:
         visibility = GRADESCOPE_VISIBILITY.get(test["visibility"], "after_published")
         diagnoses = _diagnoses_of(document, test, _tier(test["visibility"]))
         # A diagnosis's attention map is drawn once, on the first check it cites.
+        trained = [c for c in read_section(document.get("training"))
+                   if c.tests and c.tests[0] == test["number"]]
         output = "\n\n".join([*([str(test["output"])] if test["output"] else []),
                               *(_diagnosis_markdown(d, drawn=d["tests"][0] == test["number"])
-                                for d in diagnoses)])
+                                for d in diagnoses),
+                              *(f"{c.caption()}\n\n`{c.summary_line()}`" for c in trained)])
         tests.append({
             "name": test["name"],
             "number": test["number"],
@@ -181,11 +185,15 @@ def prairielearn_results(document: Mapping[str, Any], *,
     shown = shown_now(document)
     for diagnosis in shown:
         images += _map_images(diagnosis)
+    visible = {t["number"] for t in document["tests"] if t["visibility"] == "visible"}
+    trainings = [c for c in read_section(document.get("training")) if set(c.tests) & visible]
+    images += [_curve_image(curves) for curves in trainings]
     maximum = float(document["max_score"]) or 1.0
     message = "\n".join([f"[{d['code']}] {d.get('title', '')}" for d in shown]
                         or ["No mistake found in the checks shown now."])
-    output = "\n\n".join(
-        [*(_diagnosis_text(d) for d in shown), _printed(document)]).strip()
+    output = "\n\n".join([*(_diagnosis_text(d) for d in shown),
+                          *(f"{c.caption()}\n{c.summary_line()}" for c in trainings),
+                          _printed(document)]).strip()
     results = {
         "gradable": True,
         "score": min(1.0, max(0.0, float(document["score"]) / maximum)),
@@ -216,9 +224,17 @@ def _map_images(diagnosis: Mapping[str, Any]) -> list[dict[str, str]]:
             title = f"[{diagnosis['code']}] " + (f"head {head}, " if isinstance(head, int)
                                                  else "") + label
             svg = heatmap_svg(panel[side], title=title, blocked=panel["blocked"])
-            images.append({"label": title, "url": "data:image/svg+xml;base64,"
-                           + base64.b64encode(svg.encode()).decode()})
+            images.append({"label": title, "url": _data_url(svg)})
     return images
+
+
+def _curve_image(curves: TrainingCurves) -> dict[str, str]:
+    """A training run's loss curves, the student's against the reference's, as an image."""
+    return {"label": curves.title(), "url": _data_url(curves.svg())}
+
+
+def _data_url(svg: str) -> str:
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()
 
 
 def prairielearn_failure(message: str) -> dict[str, Any]:

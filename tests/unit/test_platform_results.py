@@ -196,3 +196,13 @@ def test_an_attention_map_is_drawn_once_and_only_beside_its_released_checks(
     assert "attention_map" in (told(held, None) or {})
     later = {**document, "diagnoses": [held]}
     assert prairielearn_results(later)["images"] == []
+
+
+def test_the_learns_check_carries_its_training_curves(attention: Assignment) -> None:
+    document = _document(attention, {"gradient-wrong"})  # it learns only part of the task
+    [entry] = document["training"]
+    number = entry["tests"][0]
+    check = next(t for t in gradescope_results(document)["tests"] if t["number"] == number)
+    assert "learned only part of the task" in check["output"]
+    images = prairielearn_results(document)["images"]
+    assert any(image["label"].startswith(f"Training loss of check {number}") for image in images)
