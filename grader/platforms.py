@@ -109,9 +109,9 @@ def gradescope_results(document: Mapping[str, Any]) -> dict[str, Any]:
     for test in document["tests"]:
         visibility = GRADESCOPE_VISIBILITY.get(test["visibility"], "after_published")
         diagnoses = _diagnoses_of(document, test, _tier(test["visibility"]))
-        # A diagnosis's attention map is drawn once, on the first check it cites.
         trained = [c for c in read_section(document.get("training"))
                    if c.tests and c.tests[0] == test["number"]]
+        # A diagnosis's attention map and a training's curves: once, on the first check cited.
         output = "\n\n".join([*([str(test["output"])] if test["output"] else []),
                               *(_diagnosis_markdown(d, drawn=d["tests"][0] == test["number"])
                                 for d in diagnoses),
@@ -168,7 +168,7 @@ def prairielearn_results(document: Mapping[str, Any], *,
     for test in document["tests"]:
         if test["visibility"] != "visible":
             tests.append({"name": f"{HELD_BACK} {test['number']}",
-                          "description": "Explained after the due date.",
+                          "description": "Held back: only its points are shown.",
                           "points": test["score"], "max_points": test["max_score"],
                           "message": "", "output": ""})
             continue
