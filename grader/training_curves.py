@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from grader.pictures import Curve, curves_svg
+
 MAX_POINTS = 1024
 """Refuse longer curves (a document keeps at most 201 points)."""
 
@@ -75,6 +77,22 @@ class TrainingCurves:
                     f"{self.checks} did not pass: its output says why.")
         learned = _LEARNED.get(self.outcome, "did not learn enough")
         return f"Your model {learned}: {stopped}, and it got {held_out}."
+
+    def svg(self) -> str:
+        """The student's loss curve against the reference's, on a log scale, captioned."""
+        steps = [float(step) for step in self.steps]
+
+        def points(losses: Sequence[float | None]) -> list[tuple[float, float]]:
+            return [(x, y) for x, y in zip(steps, losses, strict=True) if y is not None]
+
+        return curves_svg(
+            [Curve("your model", points(self.curve)),
+             Curve("the reference, same seed", points(self.reference_curve))],
+            title=self.title(), x_label="training step", y_label="loss (log scale)",
+            description=self.caption(), log_y=True, width=560, height=300)
+
+    def title(self) -> str:
+        return f"Training loss of check {self.checks}: your model and the reference"
 
     def summary_line(self) -> str:
         """Start, end, the reference's end and the held-out accuracies, on one line."""

@@ -54,9 +54,19 @@ class LocalBackend:
     name = "local"
     isolation = "a child process (not a security boundary)"
 
-    def __init__(self, *, python: str = sys.executable, warm: bool = False) -> None:
+    def __init__(self, *, python: str = sys.executable, warm: bool = False,
+                 run_as: int | None = None) -> None:
+        """``run_as``: a user id (its group id the same) each run drops to, for a caller that
+        is root and keeps files that user cannot read (an exported grader's hidden parts);
+        fresh-interpreter runs only."""
+        if run_as is not None and warm:
+            raise ValueError("run_as is for fresh-interpreter runs (warm=False)")
         self._python = python
         self._forking = ForkingRunner(python) if warm else None
+        self._run_as = run_as
+        if run_as is not None:
+            self.isolation = (f"a child process as user {run_as}, with rlimits "
+                              "(not a security boundary beyond that user's file permissions)")
 
     def run(self, job: Job, limits: Limits) -> RunResult:
         root = Path(tempfile.mkdtemp(prefix="autograde-run-"))
@@ -83,7 +93,7 @@ class LocalBackend:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=_limit_child(limits),
+            preexec_fn=_limit_child(limits, self._run_as),
         ))
 
     def _run_in(self, root: Path, job: Job, limits: Limits) -> RunResult:
@@ -91,6 +101,8 @@ class LocalBackend:
         write_job(job_dir, job)
         out_dir.mkdir()
         tmp_dir.mkdir()
+        if self._run_as is not None:
+            _give(root, self._run_as)
         started = time.monotonic()
         try:
             process = self._start(job_dir, out_dir, tmp_dir, limits)
@@ -149,12 +161,12 @@ class LocalBackend:
         )
 
 
-def _rlimits(limits: Limits) -> dict[str, tuple[int, int]]:
-    """The rlimits of one run, by ``resource`` name."""
+def _rlimits(limits: Limits, uid: int | None = None) -> dict[str, tuple[int, int]]:
+    """The rlimits of one run, by ``resource`` name (``uid``: the user it runs as)."""
     cpu = limits.cpu_seconds
     # RLIMIT_NPROC counts every process of the user, not of this run: it is the fork-bomb
     # brake of a development backend, not an exact per-run count.
-    nproc = limits.max_processes + _processes_of_this_user()
+    nproc = limits.max_processes + _processes_of_user(os.getuid() if uid is None else uid)
     return {
         "RLIMIT_CPU": (cpu, cpu + 1),
         "RLIMIT_AS": (limits.memory_bytes, limits.memory_bytes),
@@ -165,16 +177,29 @@ def _rlimits(limits: Limits) -> dict[str, tuple[int, int]]:
     }
 
 
-def _limit_child(limits: Limits) -> Callable[[], None]:
+def _limit_child(limits: Limits, uid: int | None = None) -> Callable[[], None]:
+    rlimits = _rlimits(limits, uid)
+
     def apply() -> None:
-        for name, values in _rlimits(limits).items():
+        for name, values in rlimits.items():
             resource.setrlimit(getattr(resource, name), values)
+        if uid is not None:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
 
     return apply
 
 
-def _processes_of_this_user() -> int:
-    uid = os.getuid()
+def _give(root: Path, uid: int) -> None:
+    """Hand one run's folder (job, outputs, temporary files) to the user the run drops to."""
+    for folder, _, names in os.walk(root):
+        os.chown(folder, uid, uid)
+        for name in names:
+            os.chown(os.path.join(folder, name), uid, uid)
+
+
+def _processes_of_user(uid: int) -> int:
     count = 0
     for entry in os.listdir("/proc"):
         if entry.isdigit():

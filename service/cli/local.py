@@ -58,9 +58,26 @@ def register(commands: Commands) -> None:
                        help="variants graded in parallel processes (default: the machine's "
                        "cores)")
     check.set_defaults(handler=_check)
+    export = add_parser(actions, "export",
+                        "an assignment as a Gradescope autograder or a PrairieLearn grader",
+                        description="Write an assignment's grader for another platform: a "
+                                    "Gradescope autograder zip, or a PrairieLearn external "
+                                    "grader (an image build context and its info.json "
+                                    "fragment). Hidden parts go into the grader only "
+                                    "(docs/students/platforms.md).")
+    export.add_argument("slug", metavar="SLUG", help="the assignment")
+    export.add_argument("--format", required=True, choices=["gradescope", "prairielearn"],
+                        help="the platform")
+    export.add_argument("--out", required=True, type=Path, metavar="PATH",
+                        help="the zip to write (gradescope), or a new folder (prairielearn)")
+    export.add_argument("--image", metavar="NAME",
+                        help="prairielearn: the image name info.json gives (default: "
+                             "autograde-SLUG)")
+    export.set_defaults(handler=_export)
     add_authoring_commands(actions)
     commands.listed["local"].append(
-        ("assignments ACTION", "list, check, new, mutants: this installation's assignments"))
+        ("assignments ACTION",
+         "list, check, new, mutants, export: this installation's assignments"))
 
 
 def _grade(args: argparse.Namespace) -> int:
@@ -124,6 +141,26 @@ def _grade_one(args: argparse.Namespace) -> int:
         return 0
     finally:
         backend.close()
+
+
+def _export(args: argparse.Namespace) -> int:
+    from assignments.spec import AssignmentError
+    from grader.exports import export_gradescope, export_prairielearn
+
+    try:
+        if args.format == "gradescope":
+            if args.image is not None:
+                return fail("--image is for --format prairielearn")
+            path = export_gradescope(args.slug, args.out)
+            print(f"wrote {path}: upload it as the assignment's autograder on Gradescope")
+        else:
+            path = export_prairielearn(args.slug, args.out, image=args.image)
+            print(f"wrote {path}: build its image, then merge info.json into the question's")
+    except (AssignmentError, FileExistsError) as exc:
+        return fail(str(exc))
+    except OSError as exc:
+        return fail(f"cannot write {args.out}: {exc.strerror or exc}")
+    return 0
 
 
 def list_local() -> int:

@@ -9,7 +9,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from grader.pictures import Curve, Grid, Marks, curves_svg, differing, heatmap_svg
+from grader.pictures import Grid, Marks, differing, heatmap_svg
 from grader.training_curves import TrainingCurves, read_section, sampled
 
 MAX_SIDE = 32
@@ -157,19 +157,9 @@ def training_figures(section: Any) -> list[TrainingFigure]:
     figures = []
     for curves in read_section(section):
         caption = curves.caption()
-        steps = [float(step) for step in curves.steps]
         # The SVG is built from numbers and escaped text only (grader.pictures escapes).
-        svg = Markup(curves_svg(
-            [Curve("your model", _points(steps, curves.curve)),
-             Curve("the reference, same seed", _points(steps, curves.reference_curve))],
-            title=f"Training loss of check {curves.checks}: your model and the reference",
-            x_label="training step", y_label="loss (log scale)", description=caption,
-            log_y=True, width=560, height=300))
+        svg = Markup(curves.svg())
         rows = [LossRow(curves.steps[i], curves.curve[i], curves.reference_curve[i])
                 for i in sampled(len(curves.steps), TABLE_ROWS)]
         figures.append(TrainingFigure(curves=curves, svg=svg, caption=caption, rows=rows))
     return figures
-
-
-def _points(steps: Sequence[float], losses: Sequence[float | None]) -> list[tuple[float, float]]:
-    return [(step, loss) for step, loss in zip(steps, losses, strict=True) if loss is not None]
