@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 BEHAVIOUR_VERSION = 1
-NEAR = 0.1
+UNEXPLAINED_CODE = "wrong-output"
+"""The code of outputs no known mistake explains: the submissions fingerprints are for."""
+NEAR = 0.05
 """Largest distance at which two fingerprints are grouped as one mistake: the share of their
 tokens they may disagree on (measured in docs/results/unexplained-groups.md)."""
 

@@ -24,6 +24,7 @@ from grader.diagnosis import DiagnosisInput, diagnose, with_defining_checks
 from grader.document import RunFacts, build_document, unrunnable_document
 from grader.feedback import Diagnosis, catalogue_of, diagnoses_from, with_fallback
 from grader.findings import Finding
+from grader.fingerprints import UNEXPLAINED_CODE
 from grader.in_process import run_call_in_process, run_in_process
 from grader.interface import missing_name_detail
 from grader.maps import with_attention_maps
@@ -223,7 +224,7 @@ def judge_outcomes(
     diagnoses = with_attention_maps(diagnoses, findings, plan, student, reference, verdicts,
                                     assignment.reference)
     scored = [(check, verdict, _score(check, verdict, findings)) for check, verdict in verdicts]
-    unexplained = [c for f in findings if f.code == "wrong-output" for c in f.calls]
+    unexplained = [c for f in findings if f.code == UNEXPLAINED_CODE for c in f.calls]
     section = None if not unexplained else behaviour(
         probed, unexplained, student, reference, assignment.mistakes, variant,
         failed_checks=[check.number for check, verdict in verdicts if not verdict.passed],

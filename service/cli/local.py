@@ -58,9 +58,18 @@ def register(commands: Commands) -> None:
                        help="variants graded in parallel processes (default: the machine's "
                        "cores)")
     check.set_defaults(handler=_check)
+    groups = add_parser(actions, "groups",
+                        "group a folder graded offline by what no known mistake explains")
+    groups.add_argument("folder", type=Path, metavar="DIR",
+                        help="the results documents `autograde grade DIR --out DIR` wrote")
+    groups.add_argument("--near", type=float, default=None, metavar="D",
+                        help="largest fingerprint distance grouped as one mistake, 0 to 1 "
+                             "(default: the dashboard's)")
+    groups.set_defaults(handler=_groups)
     add_authoring_commands(actions)
     commands.listed["local"].append(
-        ("assignments ACTION", "list, check, new, mutants: this installation's assignments"))
+        ("assignments ACTION",
+         "list, check, new, mutants, groups: this installation's assignments"))
 
 
 def _grade(args: argparse.Namespace) -> int:
@@ -124,6 +133,38 @@ def _grade_one(args: argparse.Namespace) -> int:
         return 0
     finally:
         backend.close()
+
+
+def _groups(args: argparse.Namespace) -> int:
+    """Group the unexplained submissions of a folder of results documents, largest first."""
+    from grader.fingerprints import NEAR, Fingerprint, fingerprint_of, group
+
+    near = NEAR if args.near is None else args.near
+    if not 0 <= near <= 1:
+        return fail("--near is a distance between 0 and 1")
+    if not args.folder.is_dir():
+        return fail(f"{args.folder} is not a folder of results documents")
+    printed: list[tuple[str, Fingerprint]] = []
+    for path in sorted(args.folder.glob("*.json")):
+        if path.name == "summary.json":
+            continue
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return fail(f"cannot read {path}: {exc}")
+        found = fingerprint_of(document) if isinstance(document, dict) else None
+        if found is not None:
+            printed.append((path.stem, found))
+    if not printed:
+        print("No submission in this folder has outputs that no known mistake explains.")
+        return 0
+    for number, each in enumerate(group(printed, near=near), start=1):
+        closest = ", ".join(f"{n.code} {n.distance:.2f}" for n in each.fingerprint.nearest)
+        print(terminal_safe(
+            f"group {number} ({each.fingerprint.key}): {each.size} submission(s), "
+            f"{each.exact} exactly alike; representative {each.representative}; closest "
+            f"known mistakes: {closest or 'none'}\n  " + ", ".join(each.members)))
+    return 0
 
 
 def list_local() -> int:

@@ -3,8 +3,11 @@ what a graded document stores (``tests/integration/test_fingerprints_graded.py``
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +21,7 @@ from grader.fingerprints import (
     fingerprint_of,
     group,
 )
+from service.cli.parser import main
 
 tokens = st.frozensets(st.sampled_from([f"t{i}" for i in range(12)]), max_size=12)
 
@@ -111,3 +115,25 @@ def test_the_document_section_reads_back_and_bad_sections_read_as_none() -> None
                    {"behaviour": {"version": 1, "calls": {"x": {"0": ["a"]}},
                                   "nearest": [{"mistake": "m"}]}}):
         assert fingerprint_of(broken) is None
+
+
+def test_the_groups_command_groups_a_folder_graded_offline(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def document(relation: str) -> dict[str, object]:
+        return {"score": 1.0, "behaviour": behaviour_section(
+            {"plain": {"0.0": ["differs", f"relation={relation}"]}}, failed_checks=["1.1"],
+            codes=["wrong-output"], nearest=[NearMistake("missing-scale", "missing-scale", 0.3)])}
+
+    for name, relation in (("ann", "negated"), ("bob", "other"), ("cid", "negated")):
+        (tmp_path / f"{name}.json").write_text(json.dumps(document(relation)))
+    (tmp_path / "dan.json").write_text(json.dumps({"score": 11.0, "diagnoses": []}))
+    (tmp_path / "summary.json").write_text("[]")
+    assert main(["assignments", "groups", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("group 1 (") and "2 submission(s)" in lines[0]
+    assert "missing-scale 0.30" in lines[0] and lines[1].strip() == "ann, cid"
+    assert lines[3].strip() == "bob"
+    (tmp_path / "eve.json").write_text("{not json")
+    assert main(["assignments", "groups", str(tmp_path)]) != 0
+    assert "cannot read" in capsys.readouterr().err
+    assert main(["assignments", "groups", str(tmp_path / "nowhere")]) != 0
