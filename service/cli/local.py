@@ -10,10 +10,14 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from service.cli.authoring import add_authoring_commands
 from service.cli.common import Commands, add_no_plots, add_parser, fail
 from service.cli.terminal import terminal_safe
+
+if TYPE_CHECKING:
+    from assignments import Assignment
 
 SANDBOX_FAILED = 3
 
@@ -57,6 +61,11 @@ def register(commands: Commands) -> None:
     check.add_argument("--jobs", type=int, default=0, metavar="N",
                        help="variants graded in parallel processes (default: the machine's "
                        "cores)")
+    check.add_argument("--explains", nargs="+", type=Path, default=[], metavar="FILE",
+                       help="also grade these submissions (a group's representative, say) "
+                            "in the sandbox: the check fails where one is still wrong-output")
+    check.add_argument("--backend", choices=["auto", "local", "docker"], default="auto",
+                       help="with --explains: the sandbox (docker when an engine answers)")
     check.set_defaults(handler=_check)
     groups = add_parser(actions, "groups",
                         "group a folder graded offline by what no known mistake explains")
@@ -183,7 +192,54 @@ def _check(args: argparse.Namespace) -> int:
     from grader.authoring import coverage_report
     from grader.loader import load_assignment
 
-    report = coverage_report(load_assignment(args.slug), seed=args.seed,
+    assignment = load_assignment(args.slug)
+    report = coverage_report(assignment, seed=args.seed,
                              workers=args.jobs if args.jobs > 0 else os.cpu_count() or 1)
     print(report.render())
-    return 0 if report.sound else 1
+    if not args.explains:
+        return 0 if report.sound else 1
+    explained = _explains(assignment, args.explains, backend_name=args.backend, seed=args.seed)
+    if explained is None:
+        return SANDBOX_FAILED
+    return 0 if report.sound and explained else 1
+
+
+def _explains(assignment: Assignment, paths: list[Path], *, backend_name: str,
+              seed: int) -> bool | None:
+    """Grade each file as a submission and say which codes name it: True when no file is
+    left with ``wrong-output``; None when the sandbox cannot run."""
+    from grader.fingerprints import UNEXPLAINED_CODE
+    from grader.pipeline import GradingPipeline
+    from sandbox import SandboxUnavailable, create_backend
+    from sandbox.selection import choose_backend
+
+    name = backend_name if backend_name != "auto" else choose_backend(warn=sys.stderr)
+    try:
+        backend = create_backend(name, warm=True, limits=assignment.limits)
+    except SandboxUnavailable as exc:
+        print(f"autograde: the {name} sandbox cannot run here: {exc}", file=sys.stderr)
+        return None
+    print("\nThe submissions it must explain:")
+    every = True
+    try:
+        pipeline = GradingPipeline(backend=backend)
+        for path in paths:
+            try:
+                files = {assignment.entry: path.read_bytes()}
+            except OSError as exc:
+                print(f"  {path}: cannot read it ({exc.strerror})")
+                every = False
+                continue
+            document = pipeline.grade(assignment, files, seed=seed)
+            codes = [d["code"] for d in document["diagnoses"]]
+            left = UNEXPLAINED_CODE in codes
+            every = every and not left
+            verdict = "STILL UNEXPLAINED" if left else "explained"
+            print(terminal_safe(f"  {path}: {verdict}: {', '.join(codes) or 'no code'} "
+                                f"({document['score']:g}/{document['max_score']:g})"))
+    except SandboxUnavailable as exc:
+        print(f"autograde: the sandbox failed: {exc}", file=sys.stderr)
+        return None
+    finally:
+        backend.close()
+    return every

@@ -1,49 +1,114 @@
-"""The Unexplained page in a real Chromium against the real service: three students submit
-mistakes no known mistake explains, really graded; the instructor sees them as two groups,
-opens the larger, reads its representative and the closest known mistakes, and regrades it.
+"""The class teaches the catalogue, in a real Chromium against the real service: three students
+submit mistakes no known mistake explains (really graded); the instructor sees them as two
+groups, opens the larger, reads its representative and the closest known mistakes; the author
+names the mistake in the course's package and syncs the new version; the instructor regrades
+the group, and its students read the new code and words, their earlier round kept.
 
-Runs on the ``attention`` assignment with its own students (after the gradebook's test)."""
+A stack of its own (web server and worker) with a course package in a scratch
+``AUTOGRADE_ASSIGNMENTS_DIR``, since naming a mistake changes the package the worker grades."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from devkit.browser import COURSE, Live, login, screenshot
+from devkit.browser import Live, audit, login, screenshot
 from devkit.courses import PASSWORD
+from devkit.named_mistake import CODE, write_class_package
 from devkit.paths import UNEXPLAINED_CORPUS
+from devkit.stack import Stack, free_port
 from service.app import create_app
 from service.cli.database import app_session
+from service.core import db
 from service.courses.accounts import create_user
-from service.courses.enrolment import course_by_code, enrol
+from service.courses.enrolment import course_by_code, create_course, enrol, sync_assignments
+from service.models import CourseRole, Role
 
 pytestmark = pytest.mark.browser
 
-ASSIGNMENT = f"/courses/{COURSE}/assignments/attention"
+COURSE = "ml102"
 GRADING_TIMEOUT_MS = 180_000
 STUDENTS = {"una": "plus_one_matmul.py", "vic": "plus_one_einsum.py", "wes": "cosine_norms.py"}
 
 
 @pytest.fixture(scope="module")
-def submitted(live: Live, chromium: Any) -> dict[str, int]:
-    """Each student uploads their file on the assignment's page and waits for its result."""
+def packages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The course's assignments folder, with its copy of ``attention`` as shipped."""
+    root = tmp_path_factory.mktemp("packages")
+    write_class_package(root, named=False)
+    before = os.environ.get("AUTOGRADE_ASSIGNMENTS_DIR")
+    os.environ["AUTOGRADE_ASSIGNMENTS_DIR"] = str(root)
+    yield root
+    if before is None:
+        del os.environ["AUTOGRADE_ASSIGNMENTS_DIR"]
+    else:
+        os.environ["AUTOGRADE_ASSIGNMENTS_DIR"] = before
+
+
+def _sync(live: Live) -> None:
     app = create_app({"DATABASE_URL": live.database_url, "BROKER_URL": "memory://",
                       "SECRET_KEY": "seed"})
     with app_session(app) as session:
-        course = course_by_code(session, COURSE)
-        for username in STUDENTS:
-            enrol(session, course=course, user=create_user(
-                session, username=username, password=PASSWORD, display_name=username.title()))
+        sync_assignments(session, course_by_code(session, COURSE))
     app.extensions["autograde.db"].engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, packages: Path) -> Iterator[Live]:
+    folder = tmp_path_factory.mktemp("class-stack")
+    database_url = f"sqlite:///{folder / 'autograde.db'}"
+    db.upgrade(database_url)
+    app = create_app({"DATABASE_URL": database_url, "BROKER_URL": "memory://",
+                      "SECRET_KEY": "seed"})
+    with app_session(app) as session:
+        course = create_course(session, code=COURSE, title="Deep learning, the class")
+        for username, role, course_role in [("prof", Role.INSTRUCTOR, CourseRole.INSTRUCTOR),
+                                            *((name, Role.STUDENT, CourseRole.STUDENT)
+                                              for name in STUDENTS)]:
+            enrol(session, course=course, role=course_role, user=create_user(
+                session, username=username, password=PASSWORD, role=role,
+                display_name=username.title()))
+    app.extensions["autograde.db"].engine.dispose()
+    port = free_port()
+    env = dict(os.environ)
+    env.update({
+        "AUTOGRADE_DATABASE_URL": database_url,
+        "AUTOGRADE_BROKER_URL": f"sqla+sqlite:///{folder / 'broker.db'}",
+        "AUTOGRADE_SANDBOX_BACKEND": "local",
+        "AUTOGRADE_SECRET_KEY": "browser-tests-" + os.urandom(8).hex(),
+        "AUTOGRADE_ASSIGNMENTS_DIR": str(packages),
+        "PYTHONUNBUFFERED": "1",
+    })
+    running = Stack(env=env, url=f"http://127.0.0.1:{port}", logs=folder)
+    live = Live(running.url, running, database_url)
+    _sync(live)
+    try:
+        running.start_server()
+        running.start_worker()
+        yield live
+    finally:
+        running.stop_all()
+
+
+def _assignment(slug: str) -> str:
+    return f"/courses/{COURSE}/assignments/{slug}"
+
+
+@pytest.fixture(scope="module")
+def submitted(stack: Live, chromium: Any) -> dict[str, int]:
+    """Each student uploads their file on the assignment's page and waits for its result."""
     ids = {}
     for username, name in STUDENTS.items():
         context = chromium.new_context(viewport={"width": 1280, "height": 900})
         page = context.new_page()
-        login(page, live, username)
-        page.goto(live.path(ASSIGNMENT))
+        login(page, stack, username)
+        page.goto(stack.path(_assignment("attention-class")))
         page.set_input_files("#files", str(UNEXPLAINED_CORPUS / "attention" / name))
         page.click("#submit-button")
         page.wait_for_url(re.compile(r".*/submissions/\d+$"))
@@ -53,11 +118,11 @@ def submitted(live: Live, chromium: Any) -> dict[str, int]:
     return ids
 
 
-def _wait_regraded(page: Any, live: Live) -> None:
+def _wait_regraded(page: Any, live: Live, dashboard: str) -> None:
     """Until the latest regrade's report says every submission of it is done."""
     deadline = time.monotonic() + GRADING_TIMEOUT_MS / 1000
     while time.monotonic() < deadline:
-        report = page.request.get(live.path("/dashboard" + ASSIGNMENT + "/regrade.json")).json()
+        report = page.request.get(live.path(dashboard + "/regrade.json")).json()
         if report["regrade"]["finished"]:
             assert report["regrade"]["done"] == 2, report
             return
@@ -76,42 +141,59 @@ def _groups(page: Any) -> dict[str, tuple[int, set[str]]]:
     return found
 
 
-def test_the_instructor_sees_the_unexplained_as_groups_and_regrades_one(
-        live: Live, browser: Any, submitted: dict[str, int]) -> None:
+def test_an_instructor_names_a_group_once_and_its_students_get_the_new_words(
+        stack: Live, browser: Any, submitted: dict[str, int], packages: Path) -> None:
+    dashboard = "/dashboard" + _assignment("attention-class")
     page = browser.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    login(page, live, "prof")
-    page.goto(live.path("/dashboard" + ASSIGNMENT))
+    login(page, stack, "prof")
+    page.goto(stack.path(dashboard))
     page.click("nav.tabs a:has-text('Unexplained')")
-    page.wait_for_url(live.path("/dashboard" + ASSIGNMENT + "/unexplained"))
+    page.wait_for_url(stack.path(dashboard + "/unexplained"))
+    # The two plus-one submissions, in two styles, are one group, the larger; the cosine one
+    # is its own.
     groups = _groups(page)
-    ours = {key: (size, members & set(STUDENTS)) for key, (size, members) in groups.items()
-            if members & set(STUDENTS)}
-    # The two plus-one submissions, in two styles, are one group; the cosine one is its own.
-    assert sorted(members for _, members in ours.values()) == [{"una", "vic"}, {"wes"}]
-    first = page.locator("#groups-table tbody tr").first
-    assert first.locator(".members").inner_text().count(",") >= 1  # largest first
+    assert sorted((size, sorted(members)) for size, members in groups.values()) == [
+        (1, ["wes"]), (2, ["una", "vic"])]
+    assert page.locator("#groups-table tbody tr").first.get_attribute("data-group") == next(
+        key for key, (size, _) in groups.items() if size == 2)
+    assert audit(page) == []
     screenshot(page, "instructor-unexplained")
 
-    key = next(k for k, (_, members) in ours.items() if members == {"una", "vic"})
-    page.click(f"#groups-table tr[data-group='{key}'] a")
+    page.click("#groups-table tbody tr >> nth=0 >> a")
+    page.wait_for_url(re.compile(r".*/unexplained/[0-9a-f]+$"))
     assert page.locator("#nearest-table tbody tr").count() == 3
     assert page.locator("#behaviour-table tbody tr").count() >= 1
     assert page.locator("#group-members li").count() == 2
-    assert "torch.exp(-top)" in page.inner_text("#result") or \
-        "padded" in page.inner_text("#result")  # the representative's own code
-    assert "wrong-output" in page.inner_text("#result")
+    representative = page.inner_text("#result")
+    assert "wrong-output" in representative
+    assert "exp(-top)" in representative or "padded" in representative  # its own code
+    assert audit(page) == []
     screenshot(page, "instructor-unexplained-group")
 
+    # The author names it in the course's package (a variant, its code and words) and syncs
+    # the new version; `assignments check --explains` proves such a package offline
+    # (docs/results/unexplained-groups.md).
+    write_class_package(packages, named=True)
+    _sync(stack)
     page.click("#group-regrade")
     page.wait_for_url(re.compile(r".*/regrade$"))
     assert "Regrading the group's 2 submission(s)" in page.inner_text("main")
-    _wait_regraded(page, live)
-    # Regraded with the same catalogue: still unexplained, still one group, with its history.
-    page.goto(live.path("/dashboard" + ASSIGNMENT + "/unexplained"))
-    assert {"una", "vic"} in [members & set(STUDENTS) for _, members in _groups(page).values()]
-    page.goto(live.path(f"/dashboard/submissions/{submitted['una']}"))
+    _wait_regraded(page, stack, dashboard)
+
+    page.goto(stack.path(dashboard + "/unexplained"))
+    assert [members for _, members in _groups(page).values()] == [{"wes"}]
+    page.goto(stack.path(f"/dashboard/submissions/{submitted['una']}"))
     rounds = page.locator("table.compact").first.inner_text()
-    assert page.locator("table.compact tbody tr:has-text('wrong-output')").count() == 2, rounds
+    assert re.search(r"1\s.*wrong-output", rounds) and re.search(rf"2\s.*{CODE}", rounds), rounds
     assert errors == []
+
+    student = browser.new_page()
+    login(student, stack, "vic")
+    student.goto(stack.path(f"/submissions/{submitted['vic']}"))
+    named = student.locator(f"#diagnosis-{CODE}")
+    named.wait_for()
+    assert "sum to less than 1" in named.locator(".message").inner_text()
+    assert "sum to exactly 1" in named.locator(".hint").inner_text()
+    assert student.locator("#diagnosis-wrong-output").count() == 0
