@@ -7,3 +7,4 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TESTS = REPO / "tests"
 CORPUS = TESTS / "corpus"
+UNEXPLAINED_CORPUS = TESTS / "corpus-unexplained"

@@ -327,7 +327,7 @@ class _Runs:
 def _row(assignment: Assignment, plan: ProbePlan, ids: tuple[str, ...],
          runs: _Runs) -> CoverageRow:
     student = run_in_process(assignment.reference(frozenset(ids)), plan)
-    scored, diagnoses, _ = judge_outcomes(assignment, plan, student, reference=runs.reference,
+    scored, diagnoses, *_ = judge_outcomes(assignment, plan, student, reference=runs.reference,
                                           variants=runs.variants)
     return CoverageRow(
         mistakes=ids,

@@ -64,9 +64,11 @@ def build_document(
     execution_time: float,
     *,
     training: Mapping[str, TrainingEvidence] | None = None,
+    behaviour: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Assemble the document from judged checks (with their scores), diagnoses and the
-    evidence of each training call."""
+    """Assemble the document from judged checks (with their scores), diagnoses, the
+    evidence of each training call and, where outputs stay unexplained, their behaviour
+    section (``grader.fingerprints``)."""
     tests: list[dict[str, Any]] = []
     for check, verdict, score in checks:
         tags = [d.code for d in diagnoses if check.number in d.tests]
@@ -104,6 +106,7 @@ def build_document(
             **({"forbidden": facts.forbidden} if facts.forbidden else {}),
             "integrity": list(facts.integrity),
         },
+        **({"behaviour": dict(behaviour)} if behaviour else {}),
     }
 
 

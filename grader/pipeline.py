@@ -18,11 +18,13 @@ import torch
 from assignments import Assignment, CheckSpec, ProbePlan
 from assignments.model import Namespace
 from grader import learning
+from grader.behaviour import behaviour
 from grader.checks import CheckContext, CheckVerdict, check_kinds, judge
 from grader.diagnosis import DiagnosisInput, diagnose, with_defining_checks
 from grader.document import RunFacts, build_document, unrunnable_document
 from grader.feedback import Diagnosis, catalogue_of, diagnoses_from, with_fallback
 from grader.findings import Finding
+from grader.fingerprints import UNEXPLAINED_CODE
 from grader.in_process import run_call_in_process, run_in_process
 from grader.interface import missing_name_detail
 from grader.maps import with_attention_maps
@@ -126,7 +128,8 @@ class GradingPipeline:
         )
         phases["compare"] = time.perf_counter() - mark
         return build_document(assignment, judged.scored, judged.diagnoses, facts,
-                              time.perf_counter() - started, training=judged.training)
+                              time.perf_counter() - started, training=judged.training,
+                              behaviour=judged.behaviour)
 
 
 def use_one_thread() -> None:
@@ -221,7 +224,12 @@ def judge_outcomes(
     diagnoses = with_attention_maps(diagnoses, findings, plan, student, reference, verdicts,
                                     assignment.reference)
     scored = [(check, verdict, _score(check, verdict, findings)) for check, verdict in verdicts]
-    return Judgement(scored, diagnoses, trained)
+    unexplained = [c for f in findings if f.code == UNEXPLAINED_CODE for c in f.calls]
+    section = None if not unexplained else behaviour(
+        probed, unexplained, student, reference, assignment.mistakes, variant,
+        failed_checks=[check.number for check, verdict in verdicts if not verdict.passed],
+        codes=[d.code for d in diagnoses])
+    return Judgement(scored, diagnoses, trained, section)
 
 
 ScoredCheck = tuple[CheckSpec, CheckVerdict, float]
@@ -234,6 +242,9 @@ class Judgement(NamedTuple):
     diagnoses: list[Diagnosis]
     training: dict[str, learning.TrainingEvidence]
     """Per training call whose outcome had the expected form: its curves and accuracy."""
+    behaviour: dict[str, Any] | None = None
+    """How the outputs no known mistake explains depart from the reference's
+    (``grader.behaviour``), or None when every output is explained."""
 
 
 def _import_failure(run: SubmissionRun) -> tuple[str, str] | None:

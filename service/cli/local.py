@@ -10,10 +10,14 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from service.cli.authoring import add_authoring_commands
 from service.cli.common import Commands, add_no_plots, add_parser, fail
 from service.cli.terminal import terminal_safe
+
+if TYPE_CHECKING:
+    from assignments import Assignment
 
 SANDBOX_FAILED = 3
 
@@ -57,6 +61,11 @@ def register(commands: Commands) -> None:
     check.add_argument("--jobs", type=int, default=0, metavar="N",
                        help="variants graded in parallel processes (default: the machine's "
                        "cores)")
+    check.add_argument("--explains", nargs="+", type=Path, default=[], metavar="FILE",
+                       help="also grade these submissions (a group's representative, say) "
+                            "in the sandbox: the check fails where one is still wrong-output")
+    check.add_argument("--backend", choices=["auto", "local", "docker"], default="auto",
+                       help="with --explains: the sandbox (docker when an engine answers)")
     check.set_defaults(handler=_check)
     export = add_parser(actions, "export",
                         "an assignment as a Gradescope autograder or a PrairieLearn grader",
@@ -74,10 +83,18 @@ def register(commands: Commands) -> None:
                         help="prairielearn: the image name info.json gives (default: "
                              "autograde-SLUG)")
     export.set_defaults(handler=_export)
+    groups = add_parser(actions, "groups",
+                        "group a folder graded offline by what no known mistake explains")
+    groups.add_argument("folder", type=Path, metavar="DIR",
+                        help="the results documents `autograde grade DIR --out DIR` wrote")
+    groups.add_argument("--near", type=float, default=None, metavar="D",
+                        help="largest fingerprint distance grouped as one mistake, 0 to 1 "
+                             "(default: the dashboard's)")
+    groups.set_defaults(handler=_groups)
     add_authoring_commands(actions)
     commands.listed["local"].append(
         ("assignments ACTION",
-         "list, check, new, mutants, export: this installation's assignments"))
+         "list, check, new, mutants, export, groups: this installation's assignments"))
 
 
 def _grade(args: argparse.Namespace) -> int:
@@ -163,6 +180,38 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _groups(args: argparse.Namespace) -> int:
+    """Group the unexplained submissions of a folder of results documents, largest first."""
+    from grader.fingerprints import NEAR, Fingerprint, fingerprint_of, group
+
+    near = NEAR if args.near is None else args.near
+    if not 0 <= near <= 1:
+        return fail("--near is a distance between 0 and 1")
+    if not args.folder.is_dir():
+        return fail(f"{args.folder} is not a folder of results documents")
+    printed: list[tuple[str, Fingerprint]] = []
+    for path in sorted(args.folder.glob("*.json")):
+        if path.name == "summary.json":
+            continue
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return fail(f"cannot read {path}: {exc}")
+        found = fingerprint_of(document) if isinstance(document, dict) else None
+        if found is not None:
+            printed.append((path.stem, found))
+    if not printed:
+        print("No submission in this folder has outputs that no known mistake explains.")
+        return 0
+    for number, each in enumerate(group(printed, near=near), start=1):
+        closest = ", ".join(f"{n.code} {n.distance:.2f}" for n in each.fingerprint.nearest)
+        print(terminal_safe(
+            f"group {number} ({each.fingerprint.key}): {each.size} submission(s), "
+            f"{each.exact} exactly alike; representative {each.representative}; closest "
+            f"known mistakes: {closest or 'none'}\n  " + ", ".join(each.members)))
+    return 0
+
+
 def list_local() -> int:
     """The assignments this installation ships (``autograde assignments list``)."""
     from assignments.spec import list_assignments
@@ -179,7 +228,54 @@ def _check(args: argparse.Namespace) -> int:
     from grader.authoring import coverage_report
     from grader.loader import load_assignment
 
-    report = coverage_report(load_assignment(args.slug), seed=args.seed,
+    assignment = load_assignment(args.slug)
+    report = coverage_report(assignment, seed=args.seed,
                              workers=args.jobs if args.jobs > 0 else os.cpu_count() or 1)
     print(report.render())
-    return 0 if report.sound else 1
+    if not args.explains:
+        return 0 if report.sound else 1
+    explained = _explains(assignment, args.explains, backend_name=args.backend, seed=args.seed)
+    if explained is None:
+        return SANDBOX_FAILED
+    return 0 if report.sound and explained else 1
+
+
+def _explains(assignment: Assignment, paths: list[Path], *, backend_name: str,
+              seed: int) -> bool | None:
+    """Grade each file as a submission and say which codes name it: True when no file is
+    left with ``wrong-output``; None when the sandbox cannot run."""
+    from grader.fingerprints import UNEXPLAINED_CODE
+    from grader.pipeline import GradingPipeline
+    from sandbox import SandboxUnavailable, create_backend
+    from sandbox.selection import choose_backend
+
+    name = backend_name if backend_name != "auto" else choose_backend(warn=sys.stderr)
+    try:
+        backend = create_backend(name, warm=True, limits=assignment.limits)
+    except SandboxUnavailable as exc:
+        print(f"autograde: the {name} sandbox cannot run here: {exc}", file=sys.stderr)
+        return None
+    print("\nThe submissions it must explain:")
+    every = True
+    try:
+        pipeline = GradingPipeline(backend=backend)
+        for path in paths:
+            try:
+                files = {assignment.entry: path.read_bytes()}
+            except OSError as exc:
+                print(f"  {path}: cannot read it ({exc.strerror})")
+                every = False
+                continue
+            document = pipeline.grade(assignment, files, seed=seed)
+            codes = [d["code"] for d in document["diagnoses"]]
+            left = UNEXPLAINED_CODE in codes
+            every = every and not left
+            verdict = "STILL UNEXPLAINED" if left else "explained"
+            print(terminal_safe(f"  {path}: {verdict}: {', '.join(codes) or 'no code'} "
+                                f"({document['score']:g}/{document['max_score']:g})"))
+    except SandboxUnavailable as exc:
+        print(f"autograde: the sandbox failed: {exc}", file=sys.stderr)
+        return None
+    finally:
+        backend.close()
+    return every

@@ -97,16 +97,22 @@ def regrade(session: Session, submissions: list[Submission],
 
 
 REGRADE_SCOPES = {"counted": "each student's counted submission",
-                  "all": "every submission"}
+                  "all": "every submission",
+                  "group": "a group of unexplained submissions"}
 
 
 def start_regrade(session: Session, assignment: CourseAssignment, *, scope: str,
-                  by: User | None, enqueue: Callable[[int], None]) -> RegradeRun:
-    """Regrade the counted submissions (``counted``) or every one (``all``), remembering their
-    results as they were, so the run can say what changed."""
-    if scope not in REGRADE_SCOPES:
+                  by: User | None, enqueue: Callable[[int], None],
+                  submission_ids: list[int] | None = None) -> RegradeRun:
+    """Regrade the counted submissions (``counted``), every one (``all``) or the given ones of
+    this assignment (``group``), remembering their results as they were, so the run can say
+    what changed."""
+    if scope not in REGRADE_SCOPES or (scope == "group") != (submission_ids is not None):
         raise ServiceError(f"Unknown regrade scope {scope!r}; use counted or all.")
-    if scope == "counted":
+    if submission_ids is not None:
+        ids = list(session.scalars(select(Submission.id).where(
+            Submission.assignment_id == assignment.id, Submission.id.in_(submission_ids))))
+    elif scope == "counted":
         ids = [s.counted.submission_id for s in standings(session, assignment).values()
                if s.counted is not None]
     else:

@@ -262,9 +262,12 @@ def count_by_status(session: Session, assignment: CourseAssignment) -> dict[str,
 
 
 def requeue_for_regrade(submission: Submission) -> bool:
-    """Start a new grading round; False when the submission is already waiting or running."""
+    """Start a new grading round, with the assignment's version in force (a known mistake
+    named since the last round names it now); False when the submission is already waiting
+    or running."""
     if submission.status in (SubmissionStatus.QUEUED, SubmissionStatus.RUNNING):
         return False
+    submission.assignment_version = submission.assignment.version
     submission.round += 1
     submission.attempts = submission.interruptions = submission.workers_lost = 0
     submission.status = SubmissionStatus.QUEUED

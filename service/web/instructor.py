@@ -54,6 +54,7 @@ from service.submissions.instructor import (
     latest_regrade,
     regrade,
     regrade_report,
+    start_regrade,
 )
 from service.submissions.records import adjustments_of
 from service.submissions.similarity import (
@@ -66,6 +67,7 @@ from service.submissions.similarity import (
     similarity_state,
 )
 from service.submissions.submitting import readable_submission
+from service.submissions.unexplained import unexplained, unexplained_group
 from service.web.forms import ButtonForm, EnrolForm, NewUserForm, PasswordForm, TokenForm
 from service.web.pages import page_blueprint
 from service.web.session_auth import current_session_hash, login_page, page_user
@@ -223,6 +225,45 @@ def similarity_pair(course: str, slug: str, first: str, second: str) -> str:
     pair, sides = found
     return render_template("dashboard/similarity_pair.html", assignment=target, pair=pair,
                            sides=sides)
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/unexplained")
+@login_page
+def unexplained_groups(course: str, slug: str) -> str:
+    """The counted submissions no known mistake explains, grouped by how they behave."""
+    target = _taught(course, slug)
+    return render_template("dashboard/unexplained.html", assignment=target,
+                           found=unexplained(session(), target),
+                           form=ButtonForm(prefix="group"))
+
+
+@blueprint.get("/courses/<course>/assignments/<slug>/unexplained/<key>")
+@login_page
+def unexplained_one(course: str, slug: str, key: str) -> str:
+    """One group: its members, its representative's code and evidence, the known mistakes
+    closest to it."""
+    target = _taught(course, slug)
+    found = unexplained_group(session(), target, key)
+    representative = readable_submission(session(), page_user(), found.group.representative)
+    return render_template("dashboard/unexplained_group.html", assignment=target,
+                           found=found, form=ButtonForm(prefix="group"),
+                           **result_context(representative, page_user()))
+
+
+@blueprint.post("/courses/<course>/assignments/<slug>/unexplained/<key>/regrade")
+@login_page
+def unexplained_regrade(course: str, slug: str, key: str) -> BaseResponse:
+    """Regrade a group's submissions with the assignment as it stands (a new known mistake
+    named since): the regrade report says which codes and scores changed."""
+    target = _taught(course, slug)
+    if not ButtonForm(prefix="group").validate_on_submit():
+        abort(400)
+    found = unexplained_group(session(), target, key)
+    run = start_regrade(session(), target, scope="group", by=page_user(), enqueue=enqueue,
+                        submission_ids=list(found.group.members))
+    flash(f"Regrading the group's {len(run.before)} submission(s) with the assignment as it "
+          "stands; their current results count until each new one is stored.", "info")
+    return redirect(url_for("gradebook.regrade", course=course, slug=slug), 303)
 
 
 @blueprint.get("/courses/<course>/assignments/<slug>/gradescope.json")

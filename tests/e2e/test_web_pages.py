@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from devkit.courses import PASSWORD, Factory
 from devkit.pages import csrf_token, log_in
+from grader.fingerprints import NearMistake, behaviour_section
 from service.core import db
 from service.models import (
     CourseAssignment,
@@ -431,3 +432,32 @@ def test_a_result_page_draws_the_training_curves_of_released_checks_only(
             "reference reached 0.01 on the same seed") in html
     assert "<desc>Your model learned only part" in html and 'role="img"' in html
     assert "<td class=\"num\">1.9</td><td class=\"num\">0.5</td>" in html  # the table
+
+
+def test_the_unexplained_page_groups_for_instructors_only(
+        client: FlaskClient, site: Flask, factory: Factory) -> None:
+    unexplained = {"code": "wrong-output", "message": "m", "hint": "h", "tests": ["1.1"]}
+    behaviour = behaviour_section({"plain": {"0.1": ["differs", "axis-1.sum=moved"]}},
+                                  failed_checks=["1.1"], codes=["wrong-output"],
+                                  nearest=[NearMistake("mask-ignored", "mask-ignored", 0.25)])
+    printed = {**document(check("1.1", "c", False), diagnoses=[unexplained]),
+               "behaviour": behaviour}
+    graded(site, "student", printed)
+    graded(site, "other", document(check("1.1", "c", False), diagnoses=[unexplained]))
+    page = "/dashboard" + ASSIGNMENT + "/unexplained"
+    log_in(client, "student")
+    assert client.get(page).status_code == 403
+    log_in(client, "prof")
+    html = client.get(page).get_data(as_text=True)
+    key = re.search(r'data-group="([0-9a-f]{12})"', html)
+    assert key and html.count('data-group="') == 1
+    assert "mask-ignored" in html and "graded before fingerprints" in html
+    group = client.get(f"{page}/{key.group(1)}")
+    assert group.status_code == 200 and "axis-1.sum=moved" in group.get_data(as_text=True)
+    assert client.get(f"{page}/000000000000").status_code == 404
+    assert client.post(f"{page}/{key.group(1)}/regrade").status_code == 400
+    token = csrf_token(client, f"{page}/{key.group(1)}")
+    assert client.post(f"{page}/{key.group(1)}/regrade",
+                       data={"group-csrf_token": token}).status_code == 303
+    progress = client.get("/dashboard" + ASSIGNMENT + "/queue.json").get_json()
+    assert (progress["regrade"]["scope"], progress["regrade"]["total"]) == ("group", 1)

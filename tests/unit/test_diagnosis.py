@@ -20,7 +20,7 @@ def _codes(assignment: Assignment, mistakes: set[str], seed: int) -> tuple[set[s
     use_one_thread()
     plan = assignment.build_plan(seed)
     student = run_in_process(assignment.reference(frozenset(mistakes)), plan)
-    scored, diagnoses, _ = judge_outcomes(assignment, plan, student)
+    scored, diagnoses, *_ = judge_outcomes(assignment, plan, student)
     return {d.code for d in diagnoses}, sum(score for _, _, score in scored)
 
 

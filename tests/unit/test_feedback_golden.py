@@ -31,7 +31,7 @@ def _feedback(slug: str) -> str:
     blocks = []
     for mistake in assignment.mistakes:
         student = run_in_process(assignment.reference(frozenset({mistake.id})), plan)
-        scored, diagnoses, _ = judge_outcomes(assignment, plan, student)
+        scored, diagnoses, *_ = judge_outcomes(assignment, plan, student)
         lines = [f"== {mistake.id} (score {sum(s for _, _, s in scored):g}) =="]
         for check, verdict, _ in scored:
             if not verdict.passed:

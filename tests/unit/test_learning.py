@@ -94,7 +94,7 @@ def _graded(slug: str, seed: int) -> tuple[Assignment, ProbePlan, dict[str, Call
 
 def _learns(assignment: Assignment, plan: ProbePlan,
             student: dict[str, CallOutcome]) -> tuple[bool, float, list[str]]:
-    scored, diagnoses, _ = judge_outcomes(assignment, plan, student)
+    scored, diagnoses, *_ = judge_outcomes(assignment, plan, student)
     (_check, verdict, score), = [s for s in scored if s[0].kind == "learns"]
     return verdict.passed, score, [d.code for d in diagnoses]
 

@@ -1,0 +1,15 @@
+"""Sharpened weights: the softmax squared and renormalised "to focus attention"."""
+import math
+
+import torch
+
+
+def attention(q, k, v, allowed):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    full = torch.broadcast_to(allowed, torch.broadcast_shapes(allowed.shape, scores.shape))
+    if not full.any(dim=-1).all():
+        raise ValueError("every query needs at least one allowed key")
+    weights = torch.softmax(scores.masked_fill(~full, float("-inf")), dim=-1)
+    weights = weights ** 2
+    weights = weights / weights.sum(dim=-1, keepdim=True)
+    return weights @ v, weights
