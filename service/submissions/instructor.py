@@ -168,18 +168,23 @@ def _settle_scores(session: Session, run: RegradeRun, chosen: list[Scored],
     """Keep each score (a feedback-only run), or lift the scores earlier feedback-only runs
     kept (a run that updates the scores)."""
     by_id = by.id if by else None
-    if run.keep_scores:
-        session.add_all(ScoreAdjustment(submission_id=s.submission_id, old_score=s.final,
-                                        new_score=s.final, reason=kept_reason(run.id),
-                                        by_id=by_id, regrade_run_id=run.id)
-                        for s in chosen if s.final is not None)
-        session.flush()
-        return
     in_force: dict[int, ScoreAdjustment] = {}
     for adjustment in session.scalars(select(ScoreAdjustment).where(
             ScoreAdjustment.submission_id.in_([s.submission_id for s in chosen]))
             .order_by(ScoreAdjustment.id)):
         in_force[adjustment.submission_id] = adjustment
+    if run.keep_scores:
+        # A score set by hand stays in force either way: writing nothing for it keeps a
+        # later "update" from lifting the instructor's own adjustment with the kept one.
+        by_hand = {i for i, a in in_force.items()
+                   if a.regrade_run_id is None and a.new_score is not None}
+        session.add_all(ScoreAdjustment(submission_id=s.submission_id, old_score=s.final,
+                                        new_score=s.final, reason=kept_reason(run.id),
+                                        by_id=by_id, regrade_run_id=run.id)
+                        for s in chosen
+                        if s.final is not None and s.submission_id not in by_hand)
+        session.flush()
+        return
     for scored in chosen:
         kept = in_force.get(scored.submission_id)
         if kept is None or kept.regrade_run_id is None or kept.new_score is None:

@@ -109,10 +109,21 @@ def test_a_hand_adjustment_outlives_an_update_and_a_bad_choice_is_refused(
     refused = client.post("/api/v1/instructor/assignments/attention/regrade?scores=maybe",
                           headers=headers)
     assert refused.status_code == 400 and "update" in refused.json["detail"]
+    kept = client.post("/api/v1/instructor/assignments/attention/regrade?scores=keep",
+                       headers=headers)
+    assert kept.status_code == 202
+    assert [k["submission_id"] for k in kept.json["regrade"]["kept"]] == [
+        books["submissions"]["vic"].id], "una's score is her instructor's already"
+    _store_new_round(una, 8.0)
+    _store_new_round(books["submissions"]["vic"], 8.0)
     started = client.post("/api/v1/instructor/assignments/attention/regrade", headers=headers)
-    assert started.status_code == 202 and started.json["regrade"]["lifted"] == []
+    assert started.status_code == 202
+    assert started.json["regrade"]["lifted"] == [books["submissions"]["vic"].id]
     _store_new_round(una, 9.0)
     assert score_of(db.session(), una).final == 6.0
+    assert [a["reason"] for a in client.get(
+        f"/api/v1/instructor/submissions/{una.id}/adjustments",
+        headers=headers).json["adjustments"]] == ["partial credit"]
 
 
 def test_the_regrade_page_lists_the_kept_scores(pg_app: Flask, pg_factory: Factory,
