@@ -106,11 +106,11 @@ REGRADE_SCORES = {"update": "update the scores: the new results count",
 """What a regrade does to the scores; the students read the new codes and words either way."""
 
 
-def regrade_keeps_scores(value: Any) -> bool:
-    """The ``scores`` choice of a regrade form or request: ``update`` (the default) or
-    ``keep``."""
+def regrade_keeps_scores(value: Any, *, default: bool = False) -> bool:
+    """The ``scores`` choice of a regrade form or request: ``update`` or ``keep``; none given:
+    ``default``."""
     if value is None or value == "":
-        return False
+        return default
     if value not in REGRADE_SCORES:
         raise ServiceError(f"Unknown scores choice {value!r}; use update (the new results "
                            "count) or keep (new feedback only, each score kept).")

@@ -262,7 +262,7 @@ def unexplained_regrade(course: str, slug: str, key: str) -> BaseResponse:
         abort(400)
     found = unexplained_group(session(), target, key)
     try:
-        keep = regrade_keeps_scores(request.form.get("scores"))
+        keep = regrade_keeps_scores(request.form.get("scores"), default=True)
     except ServiceError as error:
         flash(error.detail, "error")
         return redirect(url_for("dashboard.unexplained_one", course=course, slug=slug,
