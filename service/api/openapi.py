@@ -119,11 +119,15 @@ def openapi_document() -> dict[str, Any]:
             _LIMIT, _OFFSET)},
         "/api/v1/instructor/assignments/{slug}/regrade": {"post": _op(
             "Regrade each student's counted submission (scope=counted, the default) or every "
-            "one; the current results count until the new ones are stored",
+            "one; the current results count until the new ones are stored, and then the new "
+            "ones (scores=update, the default) or new feedback only, each final score kept "
+            "(scores=keep)",
             {"202": _json({"type": "object"}, "Submission ids queued again and the run"),
              **_problems(400, 401, 403, 404, 409)}, _SLUG, _COURSE,
             {"name": "scope", "in": "query", "schema": {"type": "string",
-                                                         "enum": ["counted", "all"]}})},
+                                                         "enum": ["counted", "all"]}},
+            {"name": "scores", "in": "query", "schema": {"type": "string",
+                                                          "enum": ["update", "keep"]}})},
         **_gradebook_paths(),
         "/api/v1/instructor/submissions/{submission_id}/regrade": {"post": _op(
             "Regrade one submission", {"202": _json({"type": "object"}, "Queued again"),

@@ -24,6 +24,7 @@ from service.submissions.instructor import (
     gradebook_row_json,
     list_submissions,
     regrade,
+    regrade_keeps_scores,
     regrade_report,
     regrade_run,
     start_regrade,
@@ -165,10 +166,13 @@ def gradebook_rows(slug: str) -> Response:
 @blueprint.post("/instructor/assignments/<slug>/regrade")
 @login_required
 def regrade_assignment(slug: str) -> tuple[Response, int]:
-    """Regrade the counted submissions (``scope=counted``, the default) or every one."""
+    """Regrade the counted submissions (``scope=counted``, the default) or every one; the new
+    results count (``scores=update``, the default) or give new feedback only (``scores=keep``:
+    each final score is kept, written as a score adjustment of the run)."""
     target = _taught(slug)
     run = start_regrade(session(), target, scope=request.args.get("scope", "counted"),
-                        by=current_user(), enqueue=enqueue)
+                        by=current_user(), enqueue=enqueue,
+                        keep_scores=regrade_keeps_scores(request.args.get("scores")))
     return jsonify(regraded=[int(i) for i in run.before],
                    regrade=regrade_report(session(), run)), 202
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ForeignKey, Index, String, Text
+from sqlalchemy import ForeignKey, Index, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from service.models.assignments import CourseAssignment
@@ -40,7 +40,9 @@ class Extension(IdMixin, CreatedMixin, Base):
 
 class ScoreAdjustment(IdMixin, CreatedMixin, Base):
     """An instructor's change of a submission's final score: the audit trail (who, when, old,
-    new, why). The newest row of a submission is in force; ``new_score`` None lifts it."""
+    new, why). The newest row of a submission is in force; ``new_score`` None lifts it. A row
+    with ``regrade_run_id`` was written by that regrade: the score kept by a feedback-only
+    regrade, or such a kept score lifted by a later regrade that updates the scores."""
 
     __tablename__ = "score_adjustments"
 
@@ -51,6 +53,8 @@ class ScoreAdjustment(IdMixin, CreatedMixin, Base):
     new_score: Mapped[float | None]
     reason: Mapped[str] = mapped_column(Text)
     by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
+    regrade_run_id: Mapped[int | None] = mapped_column(
+        ForeignKey("regrade_runs.id", ondelete="SET NULL"), index=True)
 
     submission: Mapped[Submission] = relationship()
     by: Mapped[User | None] = relationship()
@@ -77,7 +81,10 @@ class RegradeRun(IdMixin, CreatedMixin, Base):
     assignment_id: Mapped[int] = mapped_column(ForeignKey("assignments.id", ondelete="CASCADE"),
                                                index=True)
     scope: Mapped[str] = mapped_column(String(16))
-    """``counted`` (each student's counted submission) or ``all``."""
+    """``counted`` (each student's counted submission), ``all`` or ``group`` (an unexplained
+    group's submissions)."""
+    keep_scores: Mapped[bool] = mapped_column(default=False, server_default=false())
+    """New feedback only: each regraded submission's final score was kept as it stood."""
     started_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"))
     before: Mapped[dict[str, Any]]
     """``{submission_id: {"round", "score", "codes"}}`` as they were when the run started."""

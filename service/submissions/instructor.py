@@ -24,6 +24,7 @@ from service.models import (
     LatePolicy,
     RegradeRun,
     Result,
+    ScoreAdjustment,
     ScorePolicy,
     Submission,
     SubmissionStatus,
@@ -100,13 +101,40 @@ REGRADE_SCOPES = {"counted": "each student's counted submission",
                   "all": "every submission",
                   "group": "a group of unexplained submissions"}
 
+REGRADE_SCORES = {"update": "update the scores: the new results count",
+                  "keep": "new feedback only: keep each student's score"}
+"""What a regrade does to the scores; the students read the new codes and words either way."""
+
+
+def regrade_keeps_scores(value: Any, *, default: bool = False) -> bool:
+    """The ``scores`` choice of a regrade form or request: ``update`` or ``keep``; none given:
+    ``default``."""
+    if value is None or value == "":
+        return default
+    if value not in REGRADE_SCORES:
+        raise ServiceError(f"Unknown scores choice {value!r}; use update (the new results "
+                           "count) or keep (new feedback only, each score kept).")
+    return bool(value == "keep")
+
+
+def kept_reason(run_id: int) -> str:
+    return f"Regraded for feedback (regrade {run_id}); score kept by the instructor."
+
 
 def start_regrade(session: Session, assignment: CourseAssignment, *, scope: str,
                   by: User | None, enqueue: Callable[[int], None],
-                  submission_ids: list[int] | None = None) -> RegradeRun:
+                  submission_ids: list[int] | None = None,
+                  keep_scores: bool = False) -> RegradeRun:
     """Regrade the counted submissions (``counted``), every one (``all``) or the given ones of
     this assignment (``group``), remembering their results as they were, so the run can say
-    what changed."""
+    what changed.
+
+    ``keep_scores``: new feedback only. Each regraded submission's final score is kept as it
+    stands, written in the gradebook as a score adjustment of this run (who, when, why), so
+    the new round's codes and words are what the student reads while the score that counts
+    does not move, not even while the round runs. Without it, the new results count, and a
+    score an earlier feedback-only regrade kept is lifted (a row of this run says so);
+    adjustments made by hand stay in force, as they always do across regrades."""
     if scope not in REGRADE_SCOPES or (scope == "group") != (submission_ids is not None):
         raise ServiceError(f"Unknown regrade scope {scope!r}; use counted or all.")
     if submission_ids is not None:
@@ -122,15 +150,51 @@ def start_regrade(session: Session, assignment: CourseAssignment, *, scope: str,
                                                              submission_ids=ids)}
     chosen = [s.id for s in session.scalars(select(Submission).where(Submission.id.in_(ids)))
               if requeue_for_regrade(s)]
-    run = RegradeRun(assignment_id=assignment.id, scope=scope,
+    run = RegradeRun(assignment_id=assignment.id, scope=scope, keep_scores=keep_scores,
                      started_by_id=by.id if by else None,
                      before={str(i): {"round": before[i].round, "score": before[i].raw,
                                       "codes": list(before[i].codes)} for i in chosen})
     session.add(run)
+    session.flush()
+    _settle_scores(session, run, [before[i] for i in chosen], by)
     session.commit()
     for submission_id in chosen:
         enqueue(submission_id)
     return run
+
+
+def _settle_scores(session: Session, run: RegradeRun, chosen: list[Scored],
+                   by: User | None) -> None:
+    """Keep each score (a feedback-only run), or lift the scores earlier feedback-only runs
+    kept (a run that updates the scores)."""
+    by_id = by.id if by else None
+    in_force: dict[int, ScoreAdjustment] = {}
+    for adjustment in session.scalars(select(ScoreAdjustment).where(
+            ScoreAdjustment.submission_id.in_([s.submission_id for s in chosen]))
+            .order_by(ScoreAdjustment.id)):
+        in_force[adjustment.submission_id] = adjustment
+    if run.keep_scores:
+        # A score set by hand stays in force either way: writing nothing for it keeps a
+        # later "update" from lifting the instructor's own adjustment with the kept one.
+        by_hand = {i for i, a in in_force.items()
+                   if a.regrade_run_id is None and a.new_score is not None}
+        session.add_all(ScoreAdjustment(submission_id=s.submission_id, old_score=s.final,
+                                        new_score=s.final, reason=kept_reason(run.id),
+                                        by_id=by_id, regrade_run_id=run.id)
+                        for s in chosen
+                        if s.final is not None and s.submission_id not in by_hand)
+        session.flush()
+        return
+    for scored in chosen:
+        kept = in_force.get(scored.submission_id)
+        if kept is None or kept.regrade_run_id is None or kept.new_score is None:
+            continue
+        session.add(ScoreAdjustment(
+            submission_id=scored.submission_id, old_score=scored.final, new_score=None,
+            reason=f"Regraded with the scores updated (regrade {run.id}); the score kept by "
+                   f"regrade {kept.regrade_run_id} is lifted.",
+            by_id=by_id, regrade_run_id=run.id))
+    session.flush()
 
 
 def latest_regrade(session: Session, assignment: CourseAssignment) -> RegradeRun | None:
@@ -146,12 +210,19 @@ def regrade_run(session: Session, assignment: CourseAssignment, run_id: int) -> 
 
 
 def regrade_report(session: Session, run: RegradeRun) -> dict[str, Any]:
-    """How far the run has got and, for the submissions done, what changed."""
+    """How far the run has got and, for the submissions done, what changed: the raw scores
+    (``up``, ``down``, ``same``), the codes, and, for a feedback-only run, the final scores it
+    kept (``kept``: each ``submission_id`` and its kept ``score``; a change's ``kept`` is its
+    kept score or None); ``lifted``: the scores kept by an earlier run that this one lifted."""
     ids = [int(key) for key in run.before]
     assignment = session.get(CourseAssignment, run.assignment_id)
     assert assignment is not None
     now = {s.submission_id: s for s in scored_submissions(session, assignment,
                                                           submission_ids=ids)}
+    written = {a.submission_id: a for a in session.scalars(
+        select(ScoreAdjustment).where(ScoreAdjustment.regrade_run_id == run.id)
+        .order_by(ScoreAdjustment.id))}
+    kept = {i: a.new_score for i, a in written.items() if a.new_score is not None}
     counts = Counter[str]()
     gained, lost = Counter[str](), Counter[str]()
     changes = []
@@ -168,6 +239,7 @@ def regrade_report(session: Session, run: RegradeRun) -> dict[str, Any]:
             continue
         counts["done"] += 1
         change = _change(before, current)
+        change["kept"] = kept.get(current.submission_id)
         counts[change["direction"]] += 1
         gained.update(change["gained"])
         lost.update(change["lost"])
@@ -181,7 +253,9 @@ def regrade_report(session: Session, run: RegradeRun) -> dict[str, Any]:
             "finished": finished == len(run.before),
             "up": counts["up"], "down": counts["down"], "same": counts["same"],
             "codes_gained": dict(gained.most_common()), "codes_lost": dict(lost.most_common()),
-            "changes": changes}
+            "changes": changes, "keep_scores": run.keep_scores,
+            "kept": [{"submission_id": i, "score": score} for i, score in sorted(kept.items())],
+            "lifted": sorted(i for i, a in written.items() if a.new_score is None)}
 
 
 def _change(before: Mapping[str, Any], current: Scored) -> dict[str, Any]:

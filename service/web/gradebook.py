@@ -23,6 +23,7 @@ from service.submissions.gradebook import standings
 from service.submissions.instructor import (
     REGRADE_SCOPES,
     latest_regrade,
+    regrade_keeps_scores,
     regrade_report,
     start_regrade,
     time_zones,
@@ -174,19 +175,21 @@ def regrade(course: str, slug: str) -> str | BaseResponse:
         _checked()
         try:
             run = start_regrade(session(), target, scope=request.form.get("scope", "counted"),
-                                by=page_user(), enqueue=enqueue)
+                                by=page_user(), enqueue=enqueue,
+                                keep_scores=regrade_keeps_scores(request.form.get("scores")))
         except ServiceError as error:
             session().rollback()
             flash(error.detail, "error")
             return redirect(url_for("gradebook.regrade", course=course, slug=slug), 303)
         flash(f"Regrading {len(run.before)} submission(s) "
-              f"({REGRADE_SCOPES[run.scope]}); the current results count until each new one "
-              "is stored.", "info")
+              f"({REGRADE_SCOPES[run.scope]}); "
+              + ("for feedback only: each final score is kept as it was." if run.keep_scores
+                 else "the current results count until each new one is stored."), "info")
         return redirect(url_for("dashboard.assignment", course=course, slug=slug) + "#queue",
                         303)
     counted = sum(1 for s in standings(session(), target).values() if s.counted is not None)
     return render_template("dashboard/regrade.html", assignment=target, form=ButtonForm(),
-                           scopes=REGRADE_SCOPES, counted=counted,
+                           scopes=REGRADE_SCOPES, counted=counted, regrade=_report(target),
                            total=sum(queue_counts(session(), target).values()))
 
 

@@ -53,6 +53,7 @@ from service.submissions.instructor import (
     export_scores_csv,
     latest_regrade,
     regrade,
+    regrade_keeps_scores,
     regrade_report,
     start_regrade,
 )
@@ -254,15 +255,27 @@ def unexplained_one(course: str, slug: str, key: str) -> str:
 @login_page
 def unexplained_regrade(course: str, slug: str, key: str) -> BaseResponse:
     """Regrade a group's submissions with the assignment as it stands (a new known mistake
-    named since): the regrade report says which codes and scores changed."""
+    named since), the scores updated or kept (``scores``: update or keep): the regrade report
+    says which codes and scores changed, and which scores were kept."""
     target = _taught(course, slug)
     if not ButtonForm(prefix="group").validate_on_submit():
         abort(400)
     found = unexplained_group(session(), target, key)
+    try:
+        keep = regrade_keeps_scores(request.form.get("scores"), default=True)
+    except ServiceError as error:
+        flash(error.detail, "error")
+        return redirect(url_for("dashboard.unexplained_one", course=course, slug=slug,
+                                key=key), 303)
     run = start_regrade(session(), target, scope="group", by=page_user(), enqueue=enqueue,
-                        submission_ids=list(found.group.members))
-    flash(f"Regrading the group's {len(run.before)} submission(s) with the assignment as it "
-          "stands; their current results count until each new one is stored.", "info")
+                        submission_ids=list(found.group.members), keep_scores=keep)
+    if keep:
+        flash(f"Regrading the group's {len(run.before)} submission(s) with the assignment as "
+              "it stands, for feedback only: each student's score is kept as it was, and "
+              "they read the new words once each new result is stored.", "info")
+    else:
+        flash(f"Regrading the group's {len(run.before)} submission(s) with the assignment as "
+              "it stands; their current results count until each new one is stored.", "info")
     return redirect(url_for("gradebook.regrade", course=course, slug=slug), 303)
 
 

@@ -177,16 +177,20 @@ def test_an_instructor_names_a_group_once_and_its_students_get_the_new_words(
     # (docs/results/unexplained-groups.md).
     write_class_package(packages, named=True)
     _sync(stack)
+    assert page.is_checked("#scores-keep"), "new feedback only unless the instructor says"
     page.click("#group-regrade")
     page.wait_for_url(re.compile(r".*/regrade$"))
     assert "Regrading the group's 2 submission(s)" in page.inner_text("main")
     _wait_regraded(page, stack, dashboard)
+    page.reload()
+    assert page.locator("#kept-table tbody tr").count() == 2, "the report names the kept scores"
 
     page.goto(stack.path(dashboard + "/unexplained"))
     assert [members for _, members in _groups(page).values()] == [{"wes"}]
     page.goto(stack.path(f"/dashboard/submissions/{submitted['una']}"))
     rounds = page.locator("table.compact").first.inner_text()
     assert re.search(r"1\s.*wrong-output", rounds) and re.search(rf"2\s.*{CODE}", rounds), rounds
+    assert "score kept by the instructor" in page.inner_text("#audit-trail")
     assert errors == []
 
     student = browser.new_page()

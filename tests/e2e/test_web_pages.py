@@ -457,7 +457,12 @@ def test_the_unexplained_page_groups_for_instructors_only(
     assert client.get(f"{page}/000000000000").status_code == 404
     assert client.post(f"{page}/{key.group(1)}/regrade").status_code == 400
     token = csrf_token(client, f"{page}/{key.group(1)}")
+    refused = client.post(f"{page}/{key.group(1)}/regrade",
+                          data={"group-csrf_token": token, "scores": "maybe"})
+    assert refused.status_code == 303 and refused.location.endswith(f"/{key.group(1)}")
+    token = csrf_token(client, f"{page}/{key.group(1)}")
     assert client.post(f"{page}/{key.group(1)}/regrade",
                        data={"group-csrf_token": token}).status_code == 303
     progress = client.get("/dashboard" + ASSIGNMENT + "/queue.json").get_json()
     assert (progress["regrade"]["scope"], progress["regrade"]["total"]) == ("group", 1)
+    assert progress["regrade"]["keep_scores"], "new feedback only unless the instructor says"

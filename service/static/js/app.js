@@ -70,6 +70,8 @@
       text += ".";
       for (const [code, n] of Object.entries(run.codes_gained)) text += " +" + code + " ×" + n;
       for (const [code, n] of Object.entries(run.codes_lost)) text += " −" + code + " ×" + n;
+      if (run.keep_scores) text += " Feedback only: " + run.kept.length + " final score(s) kept.";
+      if (run.lifted && run.lifted.length) text += " " + run.lifted.length + " kept score(s) lifted.";
       set("regrade-report", text);
       box.dataset.finished = "yes";
     }
