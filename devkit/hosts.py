@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -114,6 +115,8 @@ class GradingHost:
     index: int
     prefix: str
     logs: Path
+    block: int = 10
+    """The links are ``10.213.<block + index>.0/30``."""
     namespace: str = ""
     gateway: str = ""
     address: str = ""
@@ -125,7 +128,7 @@ class GradingHost:
         self.namespace = f"{self.prefix}-h{self.index}"
         self.root_link = f"{self.prefix}r{self.index}"
         inner = f"{self.prefix}h{self.index}"
-        octet = 10 + self.index
+        octet = self.block + self.index
         self.gateway, self.address = f"10.213.{octet}.1", f"10.213.{octet}.2"
         _ip("netns", "add", self.namespace)
         _ip("link", "add", self.root_link, "type", "veth", "peer", "name", inner)
@@ -196,12 +199,26 @@ class GradingHost:
         return path.read_text(errors="replace")[-5000:] if path.exists() else ""
 
 
+def _free_block(count: int) -> int:
+    """A block of ``count`` link subnets that no link of this machine uses (another run of this
+    kit may hold ``10.213.11-12``): the same addresses twice would route one run's hosts into
+    the other's relays."""
+    shown = subprocess.run(["ip", "-o", "-4", "addr"], capture_output=True, text=True,
+                           check=True, timeout=30).stdout
+    used = {int(octet) for octet in re.findall(r"inet 10\.213\.(\d+)\.", shown)}
+    for block in range(10, 250 - count, 10):
+        if used.isdisjoint(range(block + 1, block + count + 1)):
+            return block
+    raise RuntimeError("no free 10.213.x subnets for grading hosts")
+
+
 @contextlib.contextmanager
 def grading_hosts(count: int, logs: Path) -> Iterator[list[GradingHost]]:
     """``count`` hosts, named ``grader-1``...; removed, workers and links, on exit; each routes
     to ``SERVICE_ADDRESS`` through its link."""
     prefix = "ag" + uuid.uuid4().hex[:4]
-    hosts = [GradingHost(name=f"grader-{n}", index=n, prefix=prefix, logs=logs)
+    block = _free_block(count)
+    hosts = [GradingHost(name=f"grader-{n}", index=n, prefix=prefix, logs=logs, block=block)
              for n in range(1, count + 1)]
     service_link = f"{prefix}s0"
     try:
