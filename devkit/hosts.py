@@ -4,10 +4,13 @@ TCP relay on the root side of its link; and a private RabbitMQ node to restart.
 
 The services (PostgreSQL, the broker) listen on the root namespace's loopback; a host sees them
 only at the root end of its own link (``10.213.<n>.1``), where a relay of this process passes
-each connection on to the loopback. Cutting a host's link (``ip link set ... down``) then cuts
-that host alone from everything, as a failed switch port would: its TCP connections stall,
-nothing is reset. Every namespace, link and process is this kit's own, removed on exit; the
-machine's services are never reconfigured or restarted.
+each connection on to the loopback. What the hosts call out to (a webhook receiver) listens on
+``SERVICE_ADDRESS``, one address of the root namespace that every host routes to over its own
+link, so that one URL reaches it from every host and from the root namespace alike. Cutting a
+host's link (``ip link set ... down``) then cuts that host alone from everything, as a failed
+switch port would: its TCP connections stall, nothing is reset. Every namespace, link and
+process is this kit's own, removed on exit; the machine's services are never reconfigured or
+restarted.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -51,6 +55,11 @@ def namespaces_unavailable() -> str | None:
 
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
+
+
+SERVICE_ADDRESS = "10.213.0.1"
+"""An address of the root namespace, on a veth pair of the kit's own (this machine's kernel has
+no dummy links), that each host reaches through its own link's gateway."""
 
 
 class Relay:
@@ -106,6 +115,8 @@ class GradingHost:
     index: int
     prefix: str
     logs: Path
+    block: int = 10
+    """The links are ``10.213.<block + index>.0/30``."""
     namespace: str = ""
     gateway: str = ""
     address: str = ""
@@ -117,7 +128,7 @@ class GradingHost:
         self.namespace = f"{self.prefix}-h{self.index}"
         self.root_link = f"{self.prefix}r{self.index}"
         inner = f"{self.prefix}h{self.index}"
-        octet = 10 + self.index
+        octet = self.block + self.index
         self.gateway, self.address = f"10.213.{octet}.1", f"10.213.{octet}.2"
         _ip("netns", "add", self.namespace)
         _ip("link", "add", self.root_link, "type", "veth", "peer", "name", inner)
@@ -128,6 +139,8 @@ class GradingHost:
             "dev", inner)
         _ip("netns", "exec", self.namespace, "ip", "link", "set", inner, "up")
         _ip("netns", "exec", self.namespace, "ip", "link", "set", "lo", "up")
+        _ip("netns", "exec", self.namespace, "ip", "route", "add", f"{SERVICE_ADDRESS}/32",
+            "via", self.gateway)
 
     def reach(self, port: int) -> int:
         """A relay on this host's gateway to ``127.0.0.1:port``; the port the host uses."""
@@ -186,19 +199,41 @@ class GradingHost:
         return path.read_text(errors="replace")[-5000:] if path.exists() else ""
 
 
+def _free_block(count: int) -> int:
+    """A block of ``count`` link subnets that no link of this machine uses (another run of this
+    kit may hold ``10.213.11-12``): the same addresses twice would route one run's hosts into
+    the other's relays."""
+    shown = subprocess.run(["ip", "-o", "-4", "addr"], capture_output=True, text=True,
+                           check=True, timeout=30).stdout
+    used = {int(octet) for octet in re.findall(r"inet 10\.213\.(\d+)\.", shown)}
+    for block in range(10, 250 - count, 10):
+        if used.isdisjoint(range(block + 1, block + count + 1)):
+            return block
+    raise RuntimeError("no free 10.213.x subnets for grading hosts")
+
+
 @contextlib.contextmanager
 def grading_hosts(count: int, logs: Path) -> Iterator[list[GradingHost]]:
-    """``count`` hosts, named ``grader-1``...; removed, workers and links, on exit."""
+    """``count`` hosts, named ``grader-1``...; removed, workers and links, on exit; each routes
+    to ``SERVICE_ADDRESS`` through its link."""
     prefix = "ag" + uuid.uuid4().hex[:4]
-    hosts = [GradingHost(name=f"grader-{n}", index=n, prefix=prefix, logs=logs)
+    block = _free_block(count)
+    hosts = [GradingHost(name=f"grader-{n}", index=n, prefix=prefix, logs=logs, block=block)
              for n in range(1, count + 1)]
+    service_link = f"{prefix}s0"
     try:
+        _ip("link", "add", service_link, "type", "veth", "peer", "name", f"{prefix}s1")
+        _ip("addr", "add", f"{SERVICE_ADDRESS}/32", "dev", service_link)
+        _ip("link", "set", service_link, "up")
+        _ip("link", "set", f"{prefix}s1", "up")
         for host in hosts:
             host.create()
         yield hosts
     finally:
         for host in hosts:
             host.remove()
+        with contextlib.suppress(subprocess.SubprocessError):
+            _ip("link", "del", service_link)
 
 
 class PrivateRabbit:

@@ -1,7 +1,9 @@
 """Two grading hosts, each in a network namespace of its own reaching PostgreSQL and the broker
 over a virtual link, under a rush of real submissions: one host's workers killed, the other's
 link cut mid-grading and restored, the broker restarted. Every submission is graded exactly
-once and none fails, on Redis and on RabbitMQ (quorum queues).
+once and none fails, on Redis and on RabbitMQ (quorum queues); and its graded event, sent by the
+hosts to a signed webhook receiver on the root namespace, reaches it as one event (one
+``webhook-id``, the id the receivers deduplicate on), posted no more often than it was claimed.
 
 The timings (when a lost host's work is picked up, and why) are written to the test's log folder
 as ``timings.json``; docs/results/grading-hosts.md holds a run's figures.
@@ -23,6 +25,7 @@ import requests
 from devkit.courses import PASSWORD
 from devkit.faults import PrivateRedis
 from devkit.hosts import (
+    SERVICE_ADDRESS,
     GradingHost,
     PrivateRabbit,
     grading_hosts,
@@ -32,6 +35,7 @@ from devkit.hosts import (
 )
 from devkit.paths import CORPUS
 from devkit.stack import Stack, unavailable
+from devkit.webhooks import Received, Receiver, serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -44,6 +48,12 @@ TIMINGS = {"TASK_SOFT_TIME_LIMIT": 40, "TASK_TIME_LIMIT": 45, "LEASE_SECONDS": 1
            "VISIBILITY_TIMEOUT": 90, "SANDBOX_RETRY_SECONDS": 1,
            "SANDBOX_RETRY_MAX_SECONDS": 10, "REAPER_INTERVAL_SECONDS": 5,
            "BROKER_HEARTBEAT_SECONDS": 5}
+# The hosts post to a receiver at SERVICE_ADDRESS (a private address, allowed here); a failed
+# attempt is retried after a second, and the sweep looks every 5 s and sends again a task not
+# run within 30 s (one lost with a killed host or a restarted broker) instead of 5 minutes.
+DELIVERIES = {"WEBHOOK_ALLOWED_NETWORKS": f"{SERVICE_ADDRESS}/32", "WEBHOOK_BACKOFF_SECONDS": 1,
+              "WEBHOOK_TIMEOUT_SECONDS": 5, "DELIVERY_SWEEP_SECONDS": 5,
+              "DELIVERY_REDISPATCH_SECONDS": 30}
 # A correct submission that takes a few seconds in the sandbox, so a grading can be caught
 # in flight.
 SLOW_CORRECT = ("import time\ntime.sleep(3)\n\n"
@@ -89,8 +99,9 @@ class Fleet:
     """The web server and beat on the root namespace, the hosts on theirs, one database."""
 
     def __init__(self, stack: Stack, hosts: list[GradingHost], pg_url: str,
-                 broker: Broker) -> None:
+                 broker: Broker, receiver: Receiver) -> None:
         self.stack, self.hosts, self.pg_url, self.broker = stack, hosts, pg_url, broker
+        self.receiver = receiver
         self.headers: dict[str, str] = {}
         self.events: dict[str, Any] = {"broker": broker.kind}
 
@@ -134,6 +145,18 @@ class Fleet:
             found = connection.execute(
                 "SELECT id, status, claimed_by, graded_at FROM submissions").fetchall()
         return {row[0]: (row[1], row[2], row[3]) for row in found}
+
+    def deliveries(self) -> dict[int, list[tuple[str, str, str, int]]]:
+        """The webhook deliveries of each submission: (event, webhook id, status, attempts)."""
+        url = self.pg_url.replace("postgresql+psycopg", "postgresql")
+        with psycopg.connect(url, connect_timeout=5) as connection:
+            found = connection.execute(
+                "SELECT submission_id, event, message_id, status::text, attempts"
+                " FROM webhook_deliveries ORDER BY id").fetchall()
+        rows: dict[int, list[tuple[str, str, str, int]]] = {}
+        for submission_id, event, webhook_id, status, attempts in found:
+            rows.setdefault(submission_id, []).append((event, webhook_id, status, attempts))
+        return rows
 
     def running_on(self, host: GradingHost) -> int | None:
         for submission_id, (status, claimed_by, _) in sorted(self.rows().items()):
@@ -179,7 +202,7 @@ class Fleet:
 def fleet(make_stack: Callable[..., Stack], pg_url: str, broker: Broker,
           tmp_path: Path) -> Iterator[Fleet]:
     stack = make_stack(pg_url, broker.url, METRICS_TOKEN=METRICS_TOKEN,
-                       WORKER_HEALTH_PORT=HEALTH_PORT, **TIMINGS)
+                       WORKER_HEALTH_PORT=HEALTH_PORT, **TIMINGS, **DELIVERIES)
     for args in (["admin", "create-course", "ml101"], ["admin", "sync-assignments", "ml101"],
                  ["admin", "assignment", "ml101", "attention", "--rate-limit", "100/60"]):
         done = stack.autograde(*args)
@@ -191,7 +214,13 @@ def fleet(make_stack: Callable[..., Stack], pg_url: str, broker: Broker,
     stack.start_server()
     stack.start("beat", "beat", "--schedule", str(tmp_path / "beat-schedule"))
     with grading_hosts(2, tmp_path) as hosts:
-        made = Fleet(stack, hosts, pg_url, broker)
+        receiver = Receiver()
+        server = serve(receiver, SERVICE_ADDRESS)  # one URL for every host
+        done = stack.autograde("admin", "webhook", "add", "ml101", receiver.url,
+                               "--event", "submission.graded")
+        assert done.returncode == 0, done.stderr
+        receiver.secret = done.stdout.rpartition("Signing secret (shown once): ")[2].split()[0]
+        made = Fleet(stack, hosts, pg_url, broker, receiver)
         made.headers = stack.login("student")
         envs = {host.name: made.host_env(host) for host in hosts}
         for host in hosts:  # booted side by side, as a fleet's machines are
@@ -199,7 +228,11 @@ def fleet(make_stack: Callable[..., Stack], pg_url: str, broker: Broker,
         for host in hosts:
             wait_until(lambda host=host: made.healthy(host), 240, f"{host.name} healthy")
         made.events["envs"] = envs
-        yield made
+        try:
+            yield made
+        finally:
+            server.shutdown()
+            server.server_close()
         (tmp_path / "timings.json").write_text(json.dumps(
             {k: v for k, v in made.events.items() if k != "envs"}, indent=2, default=str))
         print(json.dumps({k: v for k, v in made.events.items() if k != "envs"}, default=str))
@@ -261,6 +294,44 @@ def test_hosts_lose_nothing_to_a_dead_host_a_cut_link_or_a_broker_restart(
         host.name: sum(1 for i in ids if fleet.graded_by(i) == host.name)
         for host in fleet.hosts}
 
+    # Deliveries sent once: each graded event recorded once, with its result, and delivered;
+    # the receiver got it as one event (every post of it verified and under the one webhook-id
+    # receivers deduplicate on), posted no more often than a sender claimed it, and posted by
+    # the hosts (the workers send deliveries; the root namespace runs only the web and beat).
+    def delivered() -> bool:
+        rows = fleet.deliveries()
+        return all([row[2] for row in rows.get(i, [])] == ["delivered"] for i in ids)
+
+    waited_from = time.monotonic()
+    try:
+        wait_until(delivered, 120, "every graded event delivered")
+    except AssertionError:
+        raise AssertionError(f"{fleet.deliveries()}\n{fleet.diagnosis()}") from None
+    deliveries = fleet.deliveries()
+    assert sorted(deliveries) == sorted(ids)
+    posts: dict[int, list[Received]] = {}
+    for received in fleet.receiver.received:
+        assert received.error is None, received.error
+        assert received.payload["type"] == "submission.graded"
+        posts.setdefault(received.payload["data"]["submission_id"], []).append(received)
+    assert sorted(posts) == sorted(ids)
+    senders = {host.address: host.name for host in fleet.hosts}
+    assert {received.sender for received in fleet.receiver.received} <= set(senders)
+    for i in ids:
+        [(event, webhook_id, _, attempts)] = deliveries[i]
+        assert event == "submission.graded"
+        assert {post.webhook_id for post in posts[i]} == {webhook_id}
+        assert {post.payload["data"]["status"] for post in posts[i]} == {"graded"}
+        assert len(posts[i]) <= attempts
+    fleet.events["deliveries"] = {
+        "all_delivered_after_checks_s": round(time.monotonic() - waited_from, 1),
+        "events": len(ids), "posts": sum(len(posts[i]) for i in ids),
+        "attempts": sum(deliveries[i][0][3] for i in ids),
+        "posted_more_than_once": {i: len(posts[i]) for i in ids if len(posts[i]) > 1},
+        "posts_per_host": {name: sum(1 for received in fleet.receiver.received
+                                     if received.sender == address)
+                           for address, name in senders.items()}}
+
     # What the operator's Prometheus reads: the fleet from the web, each host from itself.
     refused = requests.get(f"{fleet.stack.url}/metrics", timeout=10)
     assert refused.status_code == 401
@@ -271,6 +342,8 @@ def test_hosts_lose_nothing_to_a_dead_host_a_cut_link_or_a_broker_restart(
     assert f"autograde_submission_to_result_seconds_count {float(len(ids))}" in metrics
     assert "autograde_broker_up 1.0" in metrics
     assert 'autograde_submissions{status="queued"} 0.0' in metrics
+    for state in ("pending", "failing", "failed"):
+        assert f'autograde_deliveries{{channel="webhook",state="{state}"}} 0.0' in metrics
     for host in fleet.hosts:
         assert f'autograde_host_graded_total{{host="{host.name}"}}' in metrics
         own = requests.get(f"http://{host.address}:{HEALTH_PORT}/metrics", timeout=10).text
