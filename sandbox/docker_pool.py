@@ -194,6 +194,15 @@ def owner_id() -> str:
     return f"{socket.gethostname()}:{pid}:{_start_time(pid)}:{uuid.uuid4().hex[:8]}"
 
 
+def containers_of_host(client: docker.DockerClient, host: str) -> int:
+    """How many sandbox containers the grading processes of ``host`` have on this engine:
+    warm ones waiting for a job (or still starting) and those grading one, which their labels,
+    fixed at creation, do not tell apart."""
+    listed = client.api.containers(filters={"label": f"{LABEL_ROLE}={ROLE_SANDBOX}"})
+    return sum(1 for container in listed
+               if (container.get("Labels") or {}).get(LABEL_OWNER, "").split(":")[0] == host)
+
+
 def owner_gone(owner: str) -> bool:
     """Whether the worker process that created a container has ended.
 

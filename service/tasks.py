@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import docker
+import docker.errors
 from celery import Task, bootsteps, shared_task
 from flask import Flask, current_app
 from sqlalchemy import func, select, text
@@ -27,6 +29,7 @@ from grader.learning import REFERENCE_TRAININGS
 from grader.loader import load_assignment
 from grader.pipeline import GradingPipeline, use_one_thread
 from sandbox import create_backend
+from sandbox.docker_pool import containers_of_host
 from sandbox.selection import choose_backend
 from service.core.db import database, session
 from service.core.queue import (
@@ -318,7 +321,8 @@ def host_health(app: Flask) -> Callable[..., None]:
         serve_health(HostProbe(host=host, processes=processes, packages=_held_packages(),
                                database_up=lambda: _database_up(app),
                                broker_up=lambda: _broker_up(app),
-                               running_here=lambda: _running_here(app, host)),
+                               running_here=lambda: _running_here(app, host),
+                               sandbox_containers=_sandbox_containers(app, host)),
                      address=str(app.config["WORKER_HEALTH_ADDRESS"]), port=port)
 
     return start
@@ -352,6 +356,25 @@ def _broker_up(app: Flask) -> bool:
         return True
     except Exception:
         return False
+
+
+def _sandbox_containers(app: Flask, host: str) -> Callable[[], int | None]:
+    """The count of this host's sandbox containers, when it grades in Docker."""
+    name = str(app.config["SANDBOX_BACKEND"])
+    if (choose_backend() if name == "auto" else name) != "docker":
+        return lambda: None
+
+    def count() -> int | None:
+        try:
+            client = docker.from_env(timeout=3)
+            try:
+                return containers_of_host(client, host)
+            finally:
+                client.close()
+        except (docker.errors.DockerException, OSError):
+            return None
+
+    return count
 
 
 def _running_here(app: Flask, host: str) -> int:

@@ -2,9 +2,11 @@
 
 ``GET /healthz`` answers 200 when this host reaches the database and the broker, 503 otherwise
 (a load balancer's or an orchestrator's liveness probe); ``GET /metrics`` says the same for
-Prometheus, with the host's pool size, the gradings it holds now and the version of each
-assignment package it holds (what ``autograde_waiting_submissions{reason="version"}`` on the
-fleet's endpoint is to be read against).
+Prometheus, with the host's pool size, the gradings it holds now, its sandbox containers on the
+Docker sandbox (warm and grading: the warm ones are the containers less the gradings) and the
+version of each assignment package it holds (what
+``autograde_waiting_submissions{reason="version"}`` on the fleet's endpoint is to be read
+against).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ log = logging.getLogger(__name__)
 class HostProbe:
     """What the host's endpoints report: its name, its pool size, the packages it holds
     (slug to version), and checks that answer whether the database and the broker are
-    reachable and how many gradings this host holds."""
+    reachable, how many gradings this host holds and how many sandbox containers it has
+    (None: not on the Docker sandbox, or its engine does not answer)."""
 
     host: str
     processes: int
@@ -38,6 +41,7 @@ class HostProbe:
     database_up: Callable[[], bool]
     broker_up: Callable[[], bool]
     running_here: Callable[[], int]
+    sandbox_containers: Callable[[], int | None] = lambda: None
 
 
 class HostCollector(Collector):
@@ -60,6 +64,14 @@ class HostCollector(Collector):
                  float(probe.running_here()))):
             family = GaugeMetricFamily(name, text, labels=labels)
             family.add_metric([probe.host], value)
+            yield family
+        containers = probe.sandbox_containers()
+        if containers is not None:
+            family = GaugeMetricFamily(
+                "autograde_host_sandbox_containers",
+                "Sandbox containers of this host's grading processes: warm ones waiting for a "
+                "job and those grading one.", labels=labels)
+            family.add_metric([probe.host], float(containers))
             yield family
         held = GaugeMetricFamily("autograde_host_assignment_version",
                                  "1 for each assignment package version this host holds.",

@@ -14,6 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from devkit.corpora import corpus
 from devkit.courses import Factory
 from service.core import db
+from service.grading.host_health import HostCollector, HostProbe
+from service.grading.metrics import exposition
 from service.grading.waiting import VERSION_WAITING_MESSAGE
 from service.models import SubmissionStatus
 from service.submissions.submitting import RateLimit, submit
@@ -73,3 +75,24 @@ def test_without_a_token_the_endpoint_does_not_exist(client: FlaskClient) -> Non
     response = client.get("/metrics", headers={"Authorization": "Bearer anything"})
     assert response.status_code == 404
     assert response.content_type.startswith("application/problem+json")
+
+
+def _host_probe(containers: int | None) -> HostProbe:
+    return HostProbe(host="grader-9", processes=2, packages={"attention": "abc123"},
+                     database_up=lambda: True, broker_up=lambda: False,
+                     running_here=lambda: 1, sandbox_containers=lambda: containers)
+
+
+def test_a_hosts_metrics_say_its_links_gradings_and_sandbox_containers() -> None:
+    samples = _samples(exposition(HostCollector(_host_probe(3))).decode())
+    host = (("host", "grader-9"),)
+    assert samples[("autograde_host_database_up", host)] == 1.0
+    assert samples[("autograde_host_broker_up", host)] == 0.0
+    assert samples[("autograde_host_gradings_in_progress", host)] == 1.0
+    assert samples[("autograde_host_sandbox_containers", host)] == 3.0
+    assert samples[("autograde_host_assignment_version",
+                    (("assignment", "attention"), ("host", "grader-9"),
+                     ("version", "abc123")))] == 1.0
+    # Not on the Docker sandbox (or its engine silent): no container figure at all, never 0.
+    quiet = _samples(exposition(HostCollector(_host_probe(None))).decode())
+    assert not any(name == "autograde_host_sandbox_containers" for name, _ in quiet)

@@ -17,7 +17,7 @@ from devkit.sandbox_jobs import ATTENTION, events_of, make_job
 from sandbox.base import Limits, Termination
 from sandbox.docker_backend import DockerBackend, DockerSettings, SandboxUnavailable
 from sandbox.docker_image import REPOSITORY, inputs_hash
-from sandbox.docker_pool import Janitor, owner_id
+from sandbox.docker_pool import Janitor, containers_of_host, owner_id
 from sandbox.docker_sandbox import LABEL_DEADLINE, LABEL_OWNER, LABEL_ROLE, ROLE_SANDBOX
 
 pytestmark = pytest.mark.docker
@@ -44,6 +44,18 @@ def test_the_warm_pool_hands_each_container_out_once(
         assert imported["status"] == "ok", imported
         containers.append(result.detail)
     assert len(set(containers)) == 4
+
+
+def test_a_hosts_sandbox_containers_are_counted_by_their_owner_label(
+    make_backend: Callable[..., DockerBackend], docker_client: docker.DockerClient,
+) -> None:
+    """What a grading host's metrics report: its containers on the engine, another host's not."""
+    here = socket.gethostname()
+    before = containers_of_host(docker_client, here)
+    backend = make_backend(pool_size=2)
+    assert backend.pool.wait_until_full(120)
+    assert containers_of_host(docker_client, here) >= before + 2
+    assert containers_of_host(docker_client, here + "-elsewhere") == 0
 
 
 def test_a_warm_run_is_fast(make_backend: Callable[..., DockerBackend]) -> None:
