@@ -99,10 +99,22 @@ class Relay:
         await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._loop.call_soon_threadsafe(self._server.close)
+        """Stop listening, end the connections still relayed (their tasks cancelled, so none
+        is left pending) and the thread."""
+        if not self._thread.is_alive():
+            return
+        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
+
+    async def _close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        current = asyncio.current_task()
+        pending = [task for task in asyncio.all_tasks() if task is not current]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 @dataclass
@@ -168,16 +180,6 @@ class GradingHost:
             self.worker.wait(timeout=30)
         self.worker = None
 
-    def stop_worker(self) -> None:
-        if self.worker is not None and self.worker.poll() is None:
-            os.killpg(self.worker.pid, signal.SIGTERM)
-            try:
-                self.worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.worker.pid, signal.SIGKILL)
-                self.worker.wait()
-        self.worker = None
-
     def cut(self) -> None:
         """The host's link down: it reaches nothing, and nothing is reset."""
         _ip("link", "set", self.root_link, "down")
@@ -186,7 +188,10 @@ class GradingHost:
         _ip("link", "set", self.root_link, "up")
 
     def remove(self) -> None:
-        self.stop_worker()
+        """The host gone: its worker killed (a warm shutdown, which waits for the broker and
+        its tasks, proves nothing more at the end of a test), its relays, link and namespace
+        removed."""
+        self.kill_worker()
         for relay in self.relays:
             relay.stop()
         with contextlib.suppress(subprocess.SubprocessError):
