@@ -15,48 +15,19 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from devkit.courses import PASSWORD, Factory
+from devkit.gradebook import MAX, claim_again, graded, result_document
 from service.core import db
-from service.grading.exactly_once import Claim, store_result
+from service.grading.exactly_once import store_result
 from service.models import (
     CourseAssignment,
     CourseRole,
     LatePolicy,
     Result,
     Role,
-    Submission,
-    SubmissionStatus,
-    User,
     utcnow,
 )
 from service.submissions.instructor import export_scores_csv
 from service.submissions.submitting import requeue_for_regrade
-
-MAX = 10.0
-
-
-def _document(score: float, codes: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {"score": score, "max_score": MAX, "execution_time": 0.1, "output": "",
-            "tests": [{"name": "all", "number": "1", "score": score, "max_score": MAX,
-                       "status": "passed" if score == MAX else "failed", "output": "",
-                       "visibility": "visible", "tags": list(codes)}],
-            "diagnoses": [{"code": c, "message": "m", "hint": "h", "tests": ["1"]}
-                          for c in codes]}
-
-
-def graded(user: User, assignment: CourseAssignment, score: float, *, at: Any = None,
-           codes: tuple[str, ...] = ()) -> Submission:
-    """A submission graded as a worker would leave it (its result stored by ``store_result``)."""
-    session = db.session()
-    submission = Submission(user=user, assignment=assignment,
-                            assignment_version=assignment.version, seed=1,
-                            requested_at=at or utcnow(), status=SubmissionStatus.RUNNING,
-                            attempt_token="tok")
-    session.add(submission)
-    session.commit()
-    assert store_result(session, Claim(submission.id, "tok", submission.round),
-                        _document(score, codes))
-    session.refresh(submission)
-    return submission
 
 
 @pytest.fixture
@@ -184,19 +155,12 @@ def test_a_regrade_keeps_the_previous_result_counted_until_the_new_one(
                          headers=factory.headers(fay)).json
     assert student["status"] == "queued" and student["score"] == 7.0
     db.session().refresh(submission)
-    assert store_result(db.session(), _claim(submission), _document(9.5))
+    assert store_result(db.session(), claim_again(submission), result_document(9.5))
     report = client.get(f"/api/v1/instructor/assignments/attention/regrades/{run_id}",
                         headers=headers).json
     assert report["finished"] and (report["up"], report["down"]) == (1, 0)
     assert report["codes_lost"] == {"missing-scale": 1}
     assert _csv(assignment)[0]["final_score"] == "9.5"
-
-
-def _claim(submission: Submission) -> Claim:
-    db.session().execute(Submission.__table__.update().where(
-        Submission.id == submission.id).values(status="running", attempt_token="tok2"))
-    db.session().commit()
-    return Claim(submission.id, "tok2", submission.round)
 
 
 def test_latency_leaves_regrades_out(factory: Factory, course: dict[str, Any]) -> None:
@@ -361,7 +325,7 @@ def test_the_cli_and_the_page_agree_on_the_maximum() -> None:
     from service.cli.client import print_outcome
     from service.submissions.visibility import student_view
 
-    document = _document(7.5)
+    document = result_document(7.5)
     document["tests"] = [
         {**document["tests"][0], "score": 7.5, "max_score": 9.5},
         {"name": "after the deadline", "number": "2", "score": 0.0, "max_score": 0.5,

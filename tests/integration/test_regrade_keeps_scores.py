@@ -12,13 +12,13 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from devkit.courses import PASSWORD, Factory
+from devkit.gradebook import MAX, claim_again, graded, result_document
 from service.core import db
 from service.core.queue import enqueue
 from service.grading.exactly_once import store_result
 from service.models import CourseRole, Role, Submission
 from service.submissions.gradebook import score_of
 from service.submissions.instructor import regrade_report, start_regrade
-from tests.integration.test_gradebook import MAX, _claim, _document, graded
 
 OLD, NAMED = "wrong-output", "weights-plus-one"
 
@@ -41,7 +41,8 @@ def books(pg_factory: Factory) -> dict[str, Any]:
 def _store_new_round(submission: Submission, score: float) -> None:
     """The worker's side: the new round's result, now naming the mistake."""
     db.session().refresh(submission)
-    assert store_result(db.session(), _claim(submission), _document(score, (NAMED,)))
+    assert store_result(db.session(), claim_again(submission),
+                        result_document(score, (NAMED,)))
     db.session().refresh(submission)
 
 

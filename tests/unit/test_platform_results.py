@@ -15,10 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assignments import Assignment, Visibility
-from grader.document import RunFacts, build_document, unrunnable_document
-from grader.in_process import run_in_process
+from devkit.judged import judged_document
+from grader.document import RunFacts, unrunnable_document
 from grader.loader import load_assignment
-from grader.pipeline import judge_outcomes, use_one_thread
 from grader.platforms import (
     HELD_BACK,
     fit,
@@ -54,14 +53,7 @@ def attention_held(attention: Assignment) -> Assignment:
 
 
 def _document(assignment: Assignment, mistakes: set[str], seed: int = 3) -> dict[str, Any]:
-    use_one_thread()
-    plan = assignment.build_plan(seed)
-    student = run_in_process(assignment.reference(frozenset(mistakes)), plan)
-    judged = judge_outcomes(assignment, plan, student)
-    document = build_document(assignment, judged.scored, judged.diagnoses,
-                              RunFacts(seed=seed, backend="test", termination="exited"), 0.1,
-                              training=judged.training)
-    return json.loads(json.dumps(document))
+    return judged_document(assignment, mistakes, seed)
 
 
 def _held_back_codes(document: dict[str, Any]) -> set[str]:

@@ -11,12 +11,10 @@ from typing import Any
 import pytest
 
 from assignments import Assignment, CheckSpec, Visibility
+from devkit.judged import judged_document
 from grader.checks import CheckVerdict
-from grader.document import RunFacts, build_document
 from grader.feedback import NEUTRAL, with_fallback
-from grader.in_process import run_in_process
 from grader.loader import load_assignment
-from grader.pipeline import judge_outcomes, use_one_thread
 from service.submissions.visibility import student_view
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -35,14 +33,7 @@ def _with_visibility(assignment: Assignment, numbers: set[str],
 
 
 def _document(assignment: Assignment, mistakes: set[str], seed: int = 5) -> dict[str, Any]:
-    use_one_thread()
-    plan = assignment.build_plan(seed)
-    student = run_in_process(assignment.reference(frozenset(mistakes)), plan)
-    judged = judge_outcomes(assignment, plan, student)
-    document = build_document(assignment, judged.scored, judged.diagnoses,
-                              RunFacts(seed=seed, backend="test", termination="exited"), 0.1,
-                              training=judged.training)
-    return json.loads(json.dumps(document))  # as stored
+    return judged_document(assignment, mistakes, seed)
 
 
 def _released(visibility: Visibility, moment: dict[str, Any]) -> bool:
