@@ -189,11 +189,12 @@ def call_departure(actual: CallOutcome, expected: CallOutcome) -> float:
 
 def mutated_inputs(forward: Forward, inputs: Mapping[str, torch.Tensor],
                    positions: Mapping[str, str]) -> list[str]:
-    """Positions whose tensor after the call differs from what was handed in."""
-    changed = []
+    """Positions whose tensor after the call differs from what was handed in (as handed back,
+    or as the supervisor saw it)."""
+    changed = [position for position in sorted(forward.changed) if position in positions]
     for position, after in forward.after.items():
         key = positions.get(position)
-        if key is None:
+        if key is None or position in changed:
             continue
         original = inputs[key]
         if after.shape != original.shape or after.dtype != original.dtype or not bool(

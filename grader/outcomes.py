@@ -74,7 +74,10 @@ class Forward:
     backward: str = ""
     """``ok``, ``no-graph`` (the output is disconnected), ``raised``, ``skipped`` or empty."""
     after: Mapping[str, torch.Tensor] = field(default_factory=dict)
-    """Input tensors as they were after the call, by position."""
+    """Input tensors as they were after the call, by position, as the run handed them back."""
+    changed: frozenset[str] = frozenset()
+    """Positions whose input the sandbox's supervisor saw changed in place, whatever ``after``
+    says (the student's process hands ``after`` back, the supervisor reads its own memory)."""
     seconds: float = 0.0
 
 

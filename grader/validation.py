@@ -10,6 +10,7 @@ same code, so that the student, the reference and the variants are compared alik
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -170,11 +171,15 @@ def outcome_from_record(record: Mapping[str, Any],
         raise _Invalid("stages missing")
     if len(stages) > MAX_STAGES:
         raise _Invalid(f"{len(stages)} stages")
-    forwards = _forwards(stages, tensors)
+    changed = frozenset(strings(record.get("inputs_changed"), items=MAX_STAGES, limit=80))
+    forwards = _forwards(stages, tensors, changed)
     return CallOutcome(call_id, status, tuple(forwards), forbidden)
 
 
-def _forwards(stages: list[Any], tensors: Mapping[str, torch.Tensor]) -> list[Forward]:
+def _forwards(stages: list[Any], tensors: Mapping[str, torch.Tensor],
+              changed: frozenset[str] = frozenset()) -> list[Forward]:
+    """The call's forwards from its stages; ``changed``: the input slots (``f0.arg0``) the
+    supervisor saw changed."""
     forwards: list[Forward] = []
     for stage in stages:
         if not isinstance(stage, dict):
@@ -197,6 +202,7 @@ def _forwards(stages: list[Any], tensors: Mapping[str, torch.Tensor]) -> list[Fo
                 structure=structure,
                 outputs=tuple(tensors.get(key) if key else None for key in keys),
                 after=_with_prefix(tensors, f"{prefix}after."),
+                changed=_positions_under(changed, prefix),
                 seconds=seconds(stage.get("seconds")) or 0.0,
             ))
         elif kind == "backward" and forwards:
@@ -211,9 +217,19 @@ def _forwards(stages: list[Any], tensors: Mapping[str, torch.Tensor]) -> list[Fo
                 grads=_with_prefix(tensors, f"{prefix}grad."),
                 backward=status or "",
                 after=last.after,
+                changed=last.changed,
                 seconds=last.seconds,
             )
     return forwards
+
+
+_POSITION = re.compile(r"arg[0-9]{1,3}|kw\.[A-Za-z_][A-Za-z0-9_]{0,60}")
+
+
+def _positions_under(keys: frozenset[str], prefix: str) -> frozenset[str]:
+    """The argument positions (``arg0``, ``kw.mask``) of the keys under one forward's prefix."""
+    return frozenset(key[len(prefix):] for key in keys
+                     if key.startswith(prefix) and _POSITION.fullmatch(key[len(prefix):]))
 
 
 def _failed(stage_name: str, stage: Mapping[str, Any]) -> Forward:

@@ -47,6 +47,7 @@ from .guards import PR_SET_DUMPABLE, SUPERVISOR_IGNORES, prctl
 from .shared import INPUTS_FILE, PLAN_FILE, SUBMISSION_DIR, TENSORS_DIR
 from .stream import Channel
 from .supervisor import Child, Supervisor
+from .witness import InputArena
 
 _IMPORTED_AT = time.perf_counter()
 
@@ -283,8 +284,10 @@ def main(argv: list[str]) -> None:
     channel.send({"event": "start", "calls": len(plan["calls"]),
                   "imports_seconds": _IMPORTED_AT - _STARTED_AT,
                   "warm_up_seconds": warm_up_seconds})
+    # Made before the fork, so that the child's slots are the supervisor's memory.
+    job["arena"] = arena = InputArena(plan, inputs)
     child = Child(lambda report_fd: child_main(report_fd, job), channel_fd=channel.fd)
-    supervisor = Supervisor(channel, plan, out_dir, sole_user="--sole-user" in argv,
+    supervisor = Supervisor(channel, plan, out_dir, sole_user="--sole-user" in argv, arena=arena,
                             send_outputs=(int(argv[argv.index("--send-outputs") + 1])
                                           if "--send-outputs" in argv else None))
     os._exit(supervisor.run(child))

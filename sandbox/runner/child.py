@@ -27,8 +27,10 @@ from .guards import (
     allow_unix_sockets_only,
     call_seconds,
     limit_address_space,
+    protect_descriptors,
 )
 from .shared import TENSORS_DIR
+from .witness import frame_writer
 
 
 def _encoder() -> Callable[[Any], str]:
@@ -76,12 +78,13 @@ class _Report:
 
 
 def child_main(report_fd: int, job: Mapping[str, Any]) -> None:
-    """Import the submission and run the plan's calls, reporting each on ``report_fd``."""
+    """Import the submission and run the plan's calls, reporting each on ``report_fd``, where
+    the forbidden APIs seen also go at once, as witness frames."""
     hard_exit = os._exit  # kept before student code can replace it
     plan, inputs = job["plan"], job["inputs"]
     student_files = job["student_files"]
     report = _Report(report_fd, job["out_dir"])
-    trap = ForbiddenTrap(list(plan.get("forbidden", [])))
+    trap = ForbiddenTrap(list(plan.get("forbidden", [])), frame_writer(report_fd))
     trap.__enter__()  # type: ignore[no-untyped-call]  # for the life of the child: it ends by hard_exit
     # After the trap, so that the integrity snapshot holds the trap's wrappers.
     integrity = Integrity(job["out_dir"], student_files, list(plan.get("forbidden", [])),
@@ -92,6 +95,7 @@ def child_main(report_fd: int, job: Mapping[str, Any]) -> None:
 
     limit_address_space(plan.get("memory_bytes"))
     sockets = "unix-only" if allow_unix_sockets_only() else "unfiltered"
+    protect_descriptors((report_fd,))
     sys.path.insert(0, job["submission_dir"])
     sys.dont_write_bytecode = True
     started = time.perf_counter()
@@ -113,6 +117,7 @@ def child_main(report_fd: int, job: Mapping[str, Any]) -> None:
             record, tensors = execute_call(
                 namespace, call, inputs, student_files=student_files,
                 guard=budget.lasting(call_seconds(call, float(plan["call_timeout"]))),
+                arena=job.get("arena"),
             )
         except CallTimeout:
             record, tensors = {"id": call["id"], "status": "timeout", "stages": []}, {}

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from .shared import TRAINING
+from .witness import InputArena, tensor_positions
 
 MAX_MESSAGE_CHARS = 2000
 MAX_RETURNED_DEPTH = 2  # (output, cache) with the cache's own items
@@ -40,13 +41,17 @@ def execute_call(
     *,
     student_files: tuple[str, ...] = (),
     guard: Callable[[], contextlib.AbstractContextManager[None]] | None = None,
+    arena: InputArena | None = None,
 ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """Run one call of a probe plan against ``namespace`` (the submission's globals).
 
     Returns the JSON-able record of what happened and the tensors to hand back, keyed by
     name. ``guard`` wraps each stage that runs foreign code (the per-call time budget).
+    ``arena``: the runner's shared input slots, on which the code under test gets its input
+    tensors (the supervisor reads them back); None (the grader) hands private copies.
     """
-    recorder = _CallRecorder(call["id"], inputs, student_files, guard or contextlib.nullcontext)
+    recorder = _CallRecorder(call["id"], inputs, student_files, guard or contextlib.nullcontext,
+                             arena)
     if "init" in call:
         _execute_module_call(namespace, call, recorder)
     else:
@@ -75,11 +80,13 @@ class _CallRecorder:
         inputs: Mapping[str, torch.Tensor],
         student_files: tuple[str, ...],
         guard: Callable[[], contextlib.AbstractContextManager[None]],
+        arena: InputArena | None = None,
     ) -> None:
         self.record: dict[str, Any] = {"id": call_id, "status": "ok", "stages": []}
         self.tensors: dict[str, torch.Tensor] = {}
         self.inputs = inputs
         self.guard = guard
+        self.arena = arena
         self.held = HeldParameters(inputs)
         self._student_files = student_files
 
@@ -335,6 +342,7 @@ def _execute_forward(
         _LEAVES.of.clear()
         earlier.append(None)
         return recorder.failed(prefix + "forward", exc, seconds=0.0)
+    _on_arena(recorder, spec, prefix, args, kwargs)
     leaves = _grad_leaves(spec, args, kwargs)
     for parameter in parameters.values():
         parameter.grad = None
@@ -559,6 +567,32 @@ def _tensor_arguments(
     for name, value in kwargs.items():
         if isinstance(value, torch.Tensor):
             yield f"kw.{name}", value
+
+
+def _on_arena(recorder: _CallRecorder, spec: Mapping[str, Any], prefix: str,
+              args: list[Any], kwargs: dict[str, Any]) -> None:
+    """Hand the forward its input tensors on the arena's slots instead of private copies: the
+    same values (on the same graph, for an input whose gradient is wanted), in memory the
+    supervisor reads back after the call."""
+    if recorder.arena is None:
+        return
+    for position, _ in tensor_positions(spec):
+        holder: Any
+        slot: Any
+        if position.startswith("kw."):
+            holder, slot = kwargs, position.removeprefix("kw.")
+        else:
+            holder, slot = args, int(position.removeprefix("arg"))
+        value = holder[slot]
+        shared = recorder.arena.tensor(recorder.record["id"], prefix + position)
+        if (type(value) is not torch.Tensor or shared is None or shared.shape != value.shape
+                or shared.dtype != value.dtype):
+            continue
+        leaf = _LEAVES.of.pop(id(value), None)
+        if leaf is not None:
+            shared.copy_(leaf)  # the values it holds already, now taken from the leaf
+            _LEAVES.of[id(shared)] = leaf
+        holder[slot] = shared
 
 
 def _keep_inputs_after(

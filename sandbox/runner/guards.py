@@ -59,11 +59,16 @@ class ForbiddenTrap(torch.overrides.TorchFunctionMode):
     calls is seen by name, so the forbidden functions and the ATen kernels under them are
     recorded however they were reached (an alias, ``torch.ops.aten``, the original behind a
     wrapper). Inside a wrapped API the mode records nothing more: one call, one name.
+
+    Each name is also sent at once by ``send`` (the witness frames' writer): what the child later
+    reports from ``called`` is only its own account, which the student's code can empty.
     """
 
-    def __init__(self, dotted_names: list[str]) -> None:
+    def __init__(self, dotted_names: list[str],
+                 send: Callable[[str], None] = lambda name: None) -> None:
         super().__init__()
         self.called: set[str] = set()
+        self._send = send
         self._inside = 0
         self._kernels: dict[str, str] = {}
         for dotted in dotted_names:
@@ -83,10 +88,11 @@ class ForbiddenTrap(torch.overrides.TorchFunctionMode):
         if owner is None or not hasattr(owner, attribute):
             return
         original = getattr(owner, attribute)
-        trap = self
+        trap, send = self, self._send
 
         def recording(*args: Any, **kwargs: Any) -> Any:
             if not trap._inside:  # the outermost forbidden API is the one the student called
+                send(dotted)
                 trap.called.add(dotted)
             trap._inside += 1
             try:
@@ -102,6 +108,7 @@ class ForbiddenTrap(torch.overrides.TorchFunctionMode):
         if not self._inside:
             name = _function_name(func)
             if name in self._kernels:
+                self._send(self._kernels[name])
                 self.called.add(self._kernels[name])
         return func(*args, **(kwargs or {}))
 
@@ -429,7 +436,64 @@ def socket_filter_program(machine: str) -> list[tuple[int, int, int, int]] | Non
 def allow_unix_sockets_only() -> bool:
     """Install the socket-family allowlist on this process and its children, for good; False
     where it cannot be (an unknown machine, no seccomp)."""
-    program = socket_filter_program(os.uname().machine)
+    return _install_filter(socket_filter_program(os.uname().machine))
+
+
+# close(2), dup2(2) (x86_64 only), dup3(2) and close_range(2), by machine.
+_DESCRIPTOR_SYSCALLS = {
+    "x86_64": {"close": 3, "dup2": 33, "dup3": 292, "close_range": 436},
+    "aarch64": {"close": 57, "dup3": 24, "close_range": 436},
+}
+
+
+def descriptor_filter_program(machine: str,
+                              fds: tuple[int, ...]) -> list[tuple[int, int, int, int]] | None:
+    """The seccomp BPF program that keeps descriptors ``fds`` open and in place for good:
+    ``close`` of one of them, ``dup2``/``dup3`` onto one and every ``close_range`` fail with
+    EPERM (a library that closes a range falls back to closing one by one). None for an
+    unknown machine; another ABI's calls are left to the socket filter, which refuses them."""
+    if machine not in _DESCRIPTOR_SYSCALLS or not fds:
+        return None
+    arch = _SOCKET_SYSCALLS[machine][0]
+    numbers = _DESCRIPTOR_SYSCALLS[machine]
+    load, jump_eq, ret = 0x20, 0x15, 0x06
+    allow, refuse = 0x7FFF0000, 0x00050000 | _EPERM
+    # Laid out as: the ABI and call checks, then "check arg0", then "check arg1", then the
+    # two returns; jumps are counted from the instruction after the jump.
+    checks = [("close_range", "refuse"), ("close", "arg0"), ("dup2", "arg1"), ("dup3", "arg1")]
+    checks = [(name, target) for name, target in checks if name in numbers]
+    head_length = 3 + len(checks) + 1
+    block = 1 + len(fds) + 1  # load the argument, compare with each fd, allow
+    start = {"arg0": head_length, "arg1": head_length + block}
+    refuse_at = head_length + 2 * block
+    program: list[tuple[int, int, int, int]] = [
+        (load, 0, 0, 4),
+        (jump_eq, 0, refuse_at - 3, arch),  # another ABI -> the allow just before refuse
+        (load, 0, 0, 0),
+    ]
+    for name, target in checks:
+        here = len(program)
+        where = refuse_at if target == "refuse" else start[target]
+        program.append((jump_eq, where - here - 1, 0, numbers[name]))
+    program.append((ret, 0, 0, allow))
+    for offset in (16, 24):  # the low half of the first and of the second argument
+        program.append((load, 0, 0, offset))
+        for fd in fds:
+            here = len(program)
+            program.append((jump_eq, refuse_at - here - 1, 0, fd))
+        program.append((ret, 0, 0, allow))
+    program.append((ret, 0, 0, refuse))
+    return program
+
+
+def protect_descriptors(fds: tuple[int, ...]) -> bool:
+    """Keep ``fds`` open and in place in this process and its children, for good (the report
+    pipe, which carries the witness frames: the student's code can write on it, never close or
+    replace it); False where it cannot be (an unknown machine, no seccomp)."""
+    return _install_filter(descriptor_filter_program(os.uname().machine, fds))
+
+
+def _install_filter(program: list[tuple[int, int, int, int]] | None) -> bool:
     if program is None:
         return False
     libc = ctypes.CDLL(None, use_errno=True)

@@ -35,6 +35,7 @@ from .guards import (
 )
 from .shared import TENSORS_DIR, WALL_SLACK, WIRE
 from .stream import Channel, send_outputs
+from .witness import MAX_NAMES, InputArena, split_frames
 
 # Grace after a call's budget before the supervisor ends the child: the soft limit (the
 # child's own timers) lets the runner carry on with the next call, the hard one does not need
@@ -252,8 +253,10 @@ class Supervisor:
     """Checks the child's reports against the plan and streams them to the host."""
 
     def __init__(self, channel: Channel, plan: Mapping[str, Any], out_dir: str,
-                 *, sole_user: bool, send_outputs: int | None = None) -> None:
+                 *, sole_user: bool, send_outputs: int | None = None,
+                 arena: InputArena | None = None) -> None:
         self.channel = channel
+        self.arena = arena
         self.plan = plan
         self.out_dir = out_dir
         self.sole_user = sole_user
@@ -262,6 +265,8 @@ class Supervisor:
         self.budget = float(plan["call_timeout"])
         self.run_budget = float(plan["run_seconds"])
         self.pinned: set[str] = set()
+        self.sent: list[str] = []
+        """Forbidden APIs the trap sent since the last report, in the order they came."""
 
     def run(self, child: Child) -> int:
         """Supervise the child to its end; the exit status the runner should end with."""
@@ -343,6 +348,14 @@ class Supervisor:
                 if child.reports.closed or allowance.used_up():
                     return None
                 continue
+            before, names = split_frames(line)
+            if names:
+                for name in names:  # a fake name only adds to the calls it is charged to
+                    if name not in self.sent and len(self.sent) < MAX_NAMES:
+                        self.sent.append(name)
+                if before:
+                    self.flags.add("forged-report", "bytes before a witness frame")
+                continue
             try:
                 event = json.loads(line)
             except (ValueError, RecursionError):
@@ -359,6 +372,7 @@ class Supervisor:
             self.flags.take_from(event)
             event.pop("integrity", None)
             if event.get("event") == kind and (call_id is None or event.get("id") == call_id):
+                self._witness(event, call_id)
                 stage.next()
                 if stage.overran is not None:
                     self.flags.add("stage-overran", f"{kind} {call_id or ''}".strip()
@@ -368,6 +382,22 @@ class Supervisor:
                 return event
             self.flags.add("forged-report", f"an unexpected {str(event.get('event'))[:20]!r} "
                            f"report while waiting for {kind} {call_id or ''}".strip())
+
+    def _witness(self, event: dict[str, Any], call_id: str | None) -> None:
+        """Add to a report what this process established itself: the forbidden APIs the trap
+        sent before it (to the child's own list, which can only grow), and for a call the
+        input slots whose bytes changed (what the child says of them is dropped)."""
+        sent, self.sent = self.sent, []
+        if sent:
+            claimed = event.get("forbidden")
+            claimed = [name for name in claimed if isinstance(name, str)] \
+                if isinstance(claimed, list) else []
+            event["forbidden"] = list(dict.fromkeys([*sent, *claimed]))
+        event.pop("inputs_changed", None)
+        if call_id is not None and self.arena is not None:
+            changed = self.arena.changed(call_id)
+            if changed:
+                event["inputs_changed"] = changed
 
     def _pin_tensors(self, record: dict[str, Any]) -> None:
         """Record the SHA-256 of the call's tensor file as it is now: a later rewrite shows."""
