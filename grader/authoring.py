@@ -9,14 +9,15 @@ Pairs that cannot co-occur are counted, never silently left out. Variants run in
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping, MutableMapping, Set
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, cast
 
 from assignments import Assignment, ProbePlan
 from grader.compare import EVIDENCE_MARGIN, call_departure
-from grader.in_process import run_in_process
+from grader.in_process import run_call_in_process, run_in_process
 from grader.mistake_search import co_occurring_pairs
 from grader.outcomes import CallOutcome
 from grader.pipeline import VariantKey, judge_outcomes, reference_outcomes, use_one_thread
@@ -312,21 +313,165 @@ def _rows(assignment: Assignment, seed: int,
     """The rows of ``combinations`` on one plan: the reference and each variant run once for
     all of them."""
     plan = assignment.build_plan(seed)
-    runs = _Runs(reference_outcomes(assignment, plan), {})
+    runs = _Runs(assignment, plan, reference_outcomes(assignment, plan))
     return [_row(assignment, plan, ids, runs) for ids in combinations]
 
 
-@dataclass(frozen=True)
 class _Runs:
-    """What the reference and the variants returned on the report's plan."""
+    """What the reference and the variants return on the report's plan, each call run once
+    for every set of mistakes on which it runs alike: a call whose code asked only about
+    switches on which two sets of mistakes agree ran exactly as it would with the other."""
 
-    reference: dict[str, CallOutcome]
-    variants: dict[VariantKey, CallOutcome]
+    def __init__(self, assignment: Assignment, plan: ProbePlan,
+                 reference: dict[str, CallOutcome]) -> None:
+        self._assignment = assignment
+        self._plan = plan
+        self.reference = reference
+        self.variants = _Variants(self)
+        self._runs: dict[tuple[str, bool], list[_Traced]] = {}
+
+    def student(self, ids: frozenset[str]) -> dict[str, CallOutcome]:
+        """Every call of the plan with the mistakes ``ids`` switched on, gradients included."""
+        return {call.id: self.run(ids, call.id, True) for call in self._plan.calls}
+
+    def run(self, ids: frozenset[str], call_id: str, backward: bool) -> CallOutcome:
+        """One call with the mistakes ``ids`` switched on (``backward``: gradients too)."""
+        runs = self._runs.setdefault((call_id, backward), [])
+        for run in runs:
+            if run.same_for(ids):
+                return run.outcome
+        switches = _Switches(ids)
+        # The reference's code reads its switches only through the set it is given.
+        namespace = self._assignment.reference(cast(frozenset[str], switches))
+        outcome = run_call_in_process(namespace, self._plan, call_id, backward=backward)
+        runs.append(_Traced(ids, switches.asked, outcome))
+        return outcome
+
+    def keep(self, ids: frozenset[str], call_id: str, backward: bool,
+             outcome: CallOutcome) -> None:
+        """An outcome run elsewhere, for these very mistakes only."""
+        self._runs.setdefault((call_id, backward), []).insert(0, _Traced(ids, None, outcome))
+
+    def known(self) -> Iterator[VariantKey]:
+        for (call_id, backward), runs in self._runs.items():
+            yield from ((run.ids, call_id, backward) for run in runs)
+
+
+class _Variants(MutableMapping[VariantKey, CallOutcome]):
+    """The variants' outcomes as ``judge_outcomes`` keeps them: every (mistakes, call,
+    gradients) of the plan has one, run when first read."""
+
+    def __init__(self, runs: _Runs) -> None:
+        self._runs = runs
+
+    def __getitem__(self, key: VariantKey) -> CallOutcome:
+        mistakes, call_id, backward = key
+        return self._runs.run(mistakes, call_id, backward)
+
+    def __setitem__(self, key: VariantKey, outcome: CallOutcome) -> None:
+        mistakes, call_id, backward = key
+        self._runs.keep(mistakes, call_id, backward, outcome)
+
+    def __delitem__(self, key: VariantKey) -> None:
+        raise TypeError("variant outcomes are kept for the whole report")
+
+    def __iter__(self) -> Iterator[VariantKey]:
+        return self._runs.known()
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self._runs.known())
+
+
+@dataclass(frozen=True)
+class _Traced:
+    """One run of a call, and which switches its code asked about (None: it read the whole
+    set, so only the same mistakes run alike)."""
+
+    ids: frozenset[str]
+    asked: frozenset[str] | None
+    outcome: CallOutcome
+
+    def same_for(self, ids: frozenset[str]) -> bool:
+        """Whether a run with ``ids`` switched on gets the same answer to every question."""
+        if self.asked is None:
+            return ids == self.ids
+        return ids & self.asked == self.ids & self.asked
+
+
+class _Switches(Set[str], Hashable):
+    """The mistakes switched on, as the reference's code reads them, noting what it learns:
+    which switches it asked about, or (``asked`` None) that it read the whole set (iterated it,
+    counted it, compared it, hashed it). It answers every question as the frozenset would."""
+
+    def __init__(self, ids: frozenset[str]) -> None:
+        self._ids = ids
+        self._asked: set[str] | None = set()
+
+    @property
+    def asked(self) -> frozenset[str] | None:
+        return None if self._asked is None else frozenset(self._asked)
+
+    def _read_whole(self) -> frozenset[str]:
+        self._asked = None
+        return self._ids
+
+    @classmethod
+    def _from_iterable(cls, it: Iterable[Any]) -> frozenset[Any]:
+        return frozenset(it)
+
+    def __contains__(self, switch: object) -> bool:
+        if self._asked is not None and isinstance(switch, str):
+            self._asked.add(switch)
+        elif not isinstance(switch, str):
+            self._read_whole()
+        return switch in self._ids
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read_whole())
+
+    def __len__(self) -> int:
+        return len(self._read_whole())
+
+    def __hash__(self) -> int:
+        return hash(self._read_whole())
+
+    def __repr__(self) -> str:
+        return repr(self._read_whole())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return frozenset, (self._read_whole(),)
+
+    def intersection(self, *others: Iterable[Any]) -> frozenset[Any]:
+        """What the named switches have in common with these: only those are asked about."""
+        if not others:
+            return self._read_whole()
+        common: frozenset[Any] = frozenset(s for s in frozenset().union(*others) if s in self)
+        for other in others:
+            common &= frozenset(other)
+        return common
+
+    def union(self, *others: Iterable[Any]) -> frozenset[Any]:
+        return self._read_whole().union(*others)
+
+    def difference(self, *others: Iterable[Any]) -> frozenset[Any]:
+        return self._read_whole().difference(*others)
+
+    def symmetric_difference(self, other: Iterable[Any]) -> frozenset[Any]:
+        return self._read_whole().symmetric_difference(other)
+
+    def issubset(self, other: Iterable[Any]) -> bool:
+        return self._read_whole().issubset(other)
+
+    def issuperset(self, other: Iterable[Any]) -> bool:
+        return self._read_whole().issuperset(other)
+
+    def copy(self) -> frozenset[str]:
+        return self._read_whole()
 
 
 def _row(assignment: Assignment, plan: ProbePlan, ids: tuple[str, ...],
          runs: _Runs) -> CoverageRow:
-    student = run_in_process(assignment.reference(frozenset(ids)), plan)
+    student = runs.student(frozenset(ids))
     scored, diagnoses, *_ = judge_outcomes(assignment, plan, student, reference=runs.reference,
                                           variants=runs.variants)
     return CoverageRow(

@@ -1,8 +1,15 @@
-"""The coverage report on made-up rows: what it counts and how it explains a failing row."""
+"""The coverage report on made-up rows: what it counts and how it explains a failing row; and
+how its runs are shared between sets of mistakes."""
 
 from __future__ import annotations
 
-from grader.authoring import CoverageReport, CoverageRow, explain
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from grader.authoring import CoverageReport, CoverageRow, _Switches, _Traced, explain
+from grader.outcomes import CallOutcome
 
 
 def _row(mistakes: tuple[str, ...], expected: set[str], diagnosed: set[str]) -> CoverageRow:
@@ -44,3 +51,29 @@ def test_a_pair_neither_examined_nor_excluded_is_skipped_and_not_sound() -> None
     assert "pairs of mistakes: 3; examined 1" in text
     assert "(declared in excludes), 1 skipped" in text and "SKIPPED a + c" in text
     assert not report.sound and "NOT sound" in text
+
+
+def test_switches_answer_as_the_set_and_note_only_what_was_asked() -> None:
+    switches = _Switches(frozenset({"a", "b"}))
+    assert "a" in switches and "c" not in switches
+    assert switches & {"b", "d"} == frozenset({"b"}) == {"b", "e"} & switches
+    assert switches.isdisjoint({"f"}) and switches.intersection({"a", "g"}) == {"a"}
+    assert switches.asked == frozenset("abcdefg")
+
+
+@pytest.mark.parametrize("read", [len, list, hash, bool, sorted, repr, frozenset,
+                                  lambda s: s == frozenset({"a"}), lambda s: s | {"x"},
+                                  lambda s: s - {"a"}, lambda s: {"a"} <= s])
+def test_a_read_of_the_whole_set_asks_about_every_switch(read: Callable[[Any], Any]) -> None:
+    switches = _Switches(frozenset({"a"}))
+    assert read(switches) == read(frozenset({"a"}))
+    assert switches.asked is None
+
+
+def test_a_run_stands_for_the_mistakes_that_answer_its_questions_alike() -> None:
+    outcome = CallOutcome(id="c", status="ok", forwards=())
+    run = _Traced(frozenset({"a", "b"}), frozenset({"a", "c"}), outcome)
+    assert run.same_for(frozenset({"a"})) and run.same_for(frozenset({"a", "d"}))
+    assert not run.same_for(frozenset({"b"})) and not run.same_for(frozenset({"a", "c"}))
+    whole = _Traced(frozenset({"a"}), None, outcome)
+    assert whole.same_for(frozenset({"a"})) and not whole.same_for(frozenset({"a", "d"}))
