@@ -24,6 +24,7 @@ from grader.compare import (
 )
 from grader.learning import judge_learns
 from grader.outcomes import CallOutcome, Forward
+from sandbox.runner.witness import forward_specs, tensor_positions
 
 
 @dataclass(frozen=True)
@@ -551,20 +552,12 @@ def _forwards_agree(call: ProbeCall, student: CallOutcome, reference: CallOutcom
 
 
 def input_positions(call: ProbeCall, forward_index: int) -> dict[str, str]:
-    """Argument position -> input tensor key, for one forward of a call."""
-    spec: Mapping[str, Any] = call.spec
-    if "forward" in spec:
-        if forward_index >= len(spec["forward"]):
-            return {}
-        spec = spec["forward"][forward_index]
-    positions = {}
-    for index, value in enumerate(spec.get("args", [])):
-        if isinstance(value, dict) and "tensor" in value:
-            positions[f"arg{index}"] = value["tensor"]
-    for name, value in spec.get("kwargs", {}).items():
-        if isinstance(value, dict) and "tensor" in value:
-            positions[f"kw.{name}"] = value["tensor"]
-    return positions
+    """Argument position -> input tensor key, for one forward of a call (the positions the
+    sandbox's supervisor watches: ``sandbox.runner.witness.tensor_positions``)."""
+    forwards = forward_specs(call.spec)
+    if forward_index >= len(forwards):
+        return {}
+    return dict(tensor_positions(forwards[forward_index][1]))
 
 
 def _positions(call: ProbeCall, positions: list[str]) -> str:
