@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from .shared import TRAINING
-from .witness import InputArena, tensor_positions
+from .witness import InputArena
 
 MAX_MESSAGE_CHARS = 2000
 MAX_RETURNED_DEPTH = 2  # (output, cache) with the cache's own items
@@ -342,7 +342,7 @@ def _execute_forward(
         _LEAVES.of.clear()
         earlier.append(None)
         return recorder.failed(prefix + "forward", exc, seconds=0.0)
-    _on_arena(recorder, spec, prefix, args, kwargs)
+    _on_arena(recorder, prefix, args, kwargs)
     leaves = _grad_leaves(spec, args, kwargs)
     for parameter in parameters.values():
         parameter.grad = None
@@ -569,22 +569,20 @@ def _tensor_arguments(
             yield f"kw.{name}", value
 
 
-def _on_arena(recorder: _CallRecorder, spec: Mapping[str, Any], prefix: str,
-              args: list[Any], kwargs: dict[str, Any]) -> None:
-    """Hand the forward its input tensors on the arena's slots instead of private copies: the
-    same values (on the same graph, for an input whose gradient is wanted), in memory the
-    supervisor reads back after the call."""
-    if recorder.arena is None:
+def _on_arena(recorder: _CallRecorder, prefix: str, args: list[Any],
+              kwargs: dict[str, Any]) -> None:
+    """Hand the forward its input tensors on the arena's slots (where it has one) instead of
+    private copies: the same values (on the same graph, for an input whose gradient is wanted),
+    in memory the supervisor reads back after the call."""
+    arena = recorder.arena
+    if arena is None:
         return
-    for position, _ in tensor_positions(spec):
-        holder: Any
-        slot: Any
-        if position.startswith("kw."):
-            holder, slot = kwargs, position.removeprefix("kw.")
-        else:
-            holder, slot = args, int(position.removeprefix("arg"))
+    holders: list[tuple[Any, Any, str]] = [(args, index, f"arg{index}")
+                                           for index in range(len(args))]
+    holders += [(kwargs, name, f"kw.{name}") for name in kwargs]
+    for holder, slot, position in holders:
         value = holder[slot]
-        shared = recorder.arena.tensor(recorder.record["id"], prefix + position)
+        shared = arena.tensor(recorder.record["id"], prefix + position)
         if (type(value) is not torch.Tensor or shared is None or shared.shape != value.shape
                 or shared.dtype != value.dtype):
             continue
