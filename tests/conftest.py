@@ -32,14 +32,26 @@ fault harness's private services or a browser, and of the hostile suite, whose s
 all write to one folder of the host: one worker runs them one after another, as they load the
 machine (and its one engine) far more than their own process shows."""
 
+CORPUS_GROUP = "corpus"
+"""The xdist group of the corpus modules: each grades all of its selected files ahead, one
+sandbox per core, on the worker that sets it up (``devkit.corpora.graded_ahead``); one worker
+runs both, so no file is graded twice and the multi-seed module reuses the one-seed module's
+verdicts."""
+CORPUS_MODULES = ("/tests/integration/test_corpus.py",
+                  "/tests/integration/test_realworld_corpus.py")
 
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the groups before xdist's own hook reads them into the test ids it schedules by."""
     for item in items:
         path = item.path.as_posix()
         if (item.get_closest_marker("docker") or item.get_closest_marker("browser")
                 or "/tests/e2e/" in path or "/tests/faults/" in path
                 or path.endswith("/tests/sandbox/test_hostile.py")):
             item.add_marker(pytest.mark.xdist_group(STACKS_GROUP))
+        elif path.endswith(CORPUS_MODULES):
+            item.add_marker(pytest.mark.xdist_group(CORPUS_GROUP))
 
 
 @pytest.fixture(scope="session")
