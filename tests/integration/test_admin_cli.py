@@ -48,6 +48,7 @@ def test_a_data_dir_without_a_database_is_named_not_created(tmp_path: Path) -> N
     assert _files(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_a_data_dir_is_made_by_upgrade_then_administered(tmp_path: Path) -> None:
     assert _admin(tmp_path, "--data-dir", "data", "db", "upgrade").returncode == 0
     done = _admin(tmp_path, "--data-dir", "data", "create-course", "ml101")

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import func, select
@@ -172,6 +173,7 @@ def test_the_zip_holds_the_counted_submissions_and_a_true_manifest(
     prof_pages.application.extensions["autograde.db"].engine.dispose()
 
 
+@pytest.mark.slow
 def test_the_similarity_report_is_computed_in_the_background_for_instructors_only(
         pg_app: Flask, pg_factory: Factory, pg_url: str,
         make_app: Callable[..., Flask]) -> None:

@@ -109,6 +109,7 @@ def server(make_stack: Callable[..., Stack], sqlite_url: str, factory: Factory) 
     return stack
 
 
+@pytest.mark.slow
 def test_a_students_session_on_a_real_server(server: Stack) -> None:
     login = server.autograde("login", "--username", "ada", "--password-stdin",
                              stdin=PASSWORD + "\n")
@@ -156,6 +157,7 @@ def test_a_students_session_on_a_real_server(server: Stack) -> None:
     assert after.returncode == 2 and "not logged in" in after.stderr
 
 
+@pytest.mark.slow
 def test_a_connection_kept_alive_serves_a_request_after_a_pause(server: Stack) -> None:
     """A script that pauses between two requests reuses its connection (gunicorn's own
     keep-alive, 2 s, closed it under the second request: "connection reset")."""

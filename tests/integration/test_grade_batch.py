@@ -65,6 +65,7 @@ def test_two_entries_of_one_stem_keep_their_documents_apart() -> None:
                                                               "bob.json"]
 
 
+@pytest.mark.slow
 def test_a_folder_is_graded_as_one_off_gradings_are(tmp_path: Path, attention: Assignment,
                                                     local_pipeline: GradingPipeline) -> None:
     folder, out = tmp_path / "submissions", tmp_path / "results"

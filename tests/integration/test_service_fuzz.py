@@ -30,6 +30,7 @@ def fuzzed(app: Flask, factory: Factory) -> tuple[Any, dict[str, str]]:
     return schema, factory.headers(teacher)
 
 
+@pytest.mark.slow
 def test_no_input_gives_a_server_error(fuzzed: tuple[Any, dict[str, str]]) -> None:
     schema, headers = fuzzed
     failures = []

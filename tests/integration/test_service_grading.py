@@ -130,6 +130,7 @@ SLEEPS_AT_IMPORT = (b"import time\ntime.sleep(8)\n"
                     + corpus("attention", "correct_matmul.py")[1])
 
 
+@pytest.mark.slow
 def test_a_grading_longer_than_its_lease_keeps_its_claim(pg_app: Flask,
                                                          pg_factory: Factory) -> None:
     """The worker renews its claim's lease while it grades: another delivery of the same

@@ -49,6 +49,7 @@ def _programs(draw: st.DrawFn) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(_programs())
 def test_every_mutant_parses_and_differs(program: str) -> None:
@@ -120,6 +121,7 @@ def namespace(mistakes):
     exec(compile(result, "specialised", "exec"), namespace)  # our own test source
 
 
+@pytest.mark.slow
 def test_shipped_references_specialise_to_their_required_names() -> None:
     for slug in ("attention", "multi-head-attention", "attention-kv-cache", "adamw",
                  "cross-entropy"):

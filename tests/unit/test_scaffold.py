@@ -33,6 +33,7 @@ def test_new_then_check_is_sound(course: Path, capsys: pytest.CaptureFixture[str
     assert load_assignment("week-one").entry == "week_one.py"
 
 
+@pytest.mark.slow
 def test_public_tests_pass_on_a_correct_solution(course: Path) -> None:
     assert main(["assignments", "new", "week-one"]) == 0
     package = course / "week-one"

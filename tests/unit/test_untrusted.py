@@ -116,6 +116,7 @@ def _header(entries: dict[str, Any], payload: bytes = b"") -> bytes:
     return struct.pack("<Q", len(header)) + header + payload
 
 
+@pytest.mark.slow
 def test_a_header_of_450000_entries_is_refused_by_its_size_alone() -> None:
     entries = {f"t{i}": {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]}
                for i in range(450_000)}

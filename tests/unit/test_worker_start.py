@@ -13,6 +13,7 @@ from grader.loader import load_assignment
 from service.tasks import prepare_reference_trainings
 
 
+@pytest.mark.slow
 def test_the_worker_trains_every_assignment_and_starts_despite_a_broken_one(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
