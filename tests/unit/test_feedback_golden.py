@@ -51,7 +51,7 @@ ATTENTION_LABS = ("attention", "multi-head-attention", "attention-kv-cache")
 SLUGS = (*ATTENTION_LABS, "adamw", "cross-entropy")
 
 
-# Multi-head attention's file takes the longest to grade (its many mistakes): the whole suite's.
+# Multi-head attention's file takes the longest to grade: it runs in the whole suite only.
 @pytest.mark.parametrize("slug", [pytest.param(slug, marks=pytest.mark.slow)
                                   if slug == "multi-head-attention" else slug for slug in SLUGS])
 def test_feedback_text_matches_golden_file(slug: str) -> None:
