@@ -2,10 +2,11 @@
 
 ``python -m pytest -p devkit.cputime`` (run from the project folder, so that ``devkit`` is
 importable) with ``AUTOGRADE_CPU_LOG=path`` appends one JSON line per test (``nodeid``,
-``wall`` and ``cpu`` in seconds, setup and teardown included). The CPU time is read from
-``/proc/stat`` (every core, every process: the test's containers, service stacks and private
-servers too), so it is the test's own only when nothing else runs on the machine and the suite
-runs in one process (``-n 0``). ``benchmarks/suite_cost.py`` sums the lines by module.
+``wall`` and ``cpu`` in seconds, setup and teardown included; ``ended``, the clock time it
+ended, and ``worker``, its xdist worker or empty, to lay runs side by side). The CPU time is
+read from ``/proc/stat`` (every core, every process: the test's containers, service stacks and
+private servers too), so it is the test's own only when nothing else runs on the machine and
+the suite runs in one process (``-n 0``). ``benchmarks/suite_cost.py`` sums the lines by module.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     started, cpu = time.monotonic(), machine_cpu_seconds()
     yield
     line = {"nodeid": item.nodeid, "wall": round(time.monotonic() - started, 3),
-            "cpu": round(machine_cpu_seconds() - cpu, 3)}
+            "cpu": round(machine_cpu_seconds() - cpu, 3), "ended": round(time.time(), 1),
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
     with open(path, "a", encoding="utf-8") as log:
         log.write(json.dumps(line) + "\n")
