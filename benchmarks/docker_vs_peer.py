@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.docker_latency import docker_backend, memory_at_rest  # noqa: E402
+from devkit.cputime import machine_cpu_seconds  # noqa: E402
 from grader.loader import load_assignment  # noqa: E402
 from grader.pipeline import GradingPipeline  # noqa: E402
 from sandbox import docker_sandbox  # noqa: E402
@@ -238,7 +239,7 @@ def sample_cpu(cgroup: str | None) -> CpuSample:
         children=kids.ru_utime + kids.ru_stime,
         containers=containers,
         engine=sum(process_cpu(pid) for pid in engine_pids()),
-        machine=machine_busy(),
+        machine=machine_cpu_seconds(),
     )
 
 
@@ -261,12 +262,6 @@ def process_cpu(pid: int) -> float:
     except OSError:
         return 0.0
     return sum(int(value) for value in fields[11:15]) / TICKS
-
-
-def machine_busy() -> float:
-    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return (sum(fields[:8]) - idle) / TICKS
 
 
 @dataclass

@@ -66,13 +66,13 @@ from benchmarks.docker_vs_peer import (  # noqa: E402
     PYTEST_COMMAND,
     containers_in_cgroup,
     engine_pids,
-    machine_busy,
     peer_docker_options,
     peer_image,
     process_cpu,
     submission_dir,
 )
 from devkit.courses import PASSWORD  # noqa: E402
+from devkit.cputime import machine_cpu_seconds  # noqa: E402
 from devkit.stack import PG_ADMIN, REDIS_URL, Stack, free_port  # noqa: E402
 
 SLUGS = {"attention": "attention.py", "multi-head-attention": "mha.py"}
@@ -230,7 +230,7 @@ def sample(roots: dict[str, int], cgroup: str | None) -> dict[str, float]:
         "Docker daemons (shared)": sum(process_cpu(pid) for pid in engine_pids()),
         "PostgreSQL (shared)": named_cpu({"postgres", "postmaster"}, table),
         "Redis (shared)": named_cpu({"redis-server"}, table),
-        "machine (everyone)": machine_busy(),
+        "machine (everyone)": machine_cpu_seconds(),
     }
 
 
